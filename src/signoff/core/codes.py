@@ -1,0 +1,131 @@
+"""The one catalog of result codes, statuses and retry dispositions (contract §4).
+
+Clients decide on ``status``/``code``/``retry``, never on the human message. Codes are stable across
+wording changes; manifests may add domain codes (``results:``) which keep their own names.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class ExecutionStatus(StrEnum):
+    """The broad outcome a caller sees."""
+
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    DENIED = "DENIED"
+    VALIDATION_FAILED = "VALIDATION_FAILED"
+    PENDING_APPROVAL = "PENDING_APPROVAL"
+    ACCEPTED = "ACCEPTED"
+    CANCELLED = "CANCELLED"
+
+    @property
+    def is_final(self) -> bool:
+        return self not in (ExecutionStatus.PENDING_APPROVAL, ExecutionStatus.ACCEPTED)
+
+    @property
+    def is_error(self) -> bool:
+        return self in _ERROR_STATUSES
+
+
+_ERROR_STATUSES = frozenset(
+    {
+        ExecutionStatus.FAILED,
+        ExecutionStatus.DENIED,
+        ExecutionStatus.VALIDATION_FAILED,
+        ExecutionStatus.CANCELLED,
+    }
+)
+
+
+class RetryDisposition(StrEnum):
+    """Whether a retry can help, and when."""
+
+    NEVER = "NEVER"
+    AFTER_BACKOFF = "AFTER_BACKOFF"
+    AFTER_CORRECTION = "AFTER_CORRECTION"
+    AFTER_APPROVAL = "AFTER_APPROVAL"
+    MANUAL_REVIEW = "MANUAL_REVIEW"
+
+
+def default_retry(status: ExecutionStatus) -> RetryDisposition:
+    """Contract defaults: an unknown failure may have had its side effect, so it needs review."""
+    if status is ExecutionStatus.FAILED:
+        return RetryDisposition.MANUAL_REVIEW
+    if status is ExecutionStatus.VALIDATION_FAILED:
+        return RetryDisposition.AFTER_CORRECTION
+    if status is ExecutionStatus.PENDING_APPROVAL:
+        return RetryDisposition.AFTER_APPROVAL
+    return RetryDisposition.NEVER
+
+
+class Code(StrEnum):
+    """Stable result codes. The README's table is generated from ``CODE_DESCRIPTIONS``."""
+
+    SUCCEEDED = "SUCCEEDED"
+    ACTION_FAILED = "ACTION_FAILED"
+    ACTION_EXECUTION_EXCEPTION = "ACTION_EXECUTION_EXCEPTION"
+    ACTION_NOT_REGISTERED = "ACTION_NOT_REGISTERED"
+    INPUT_VALIDATION_FAILED = "INPUT_VALIDATION_FAILED"
+    POLICY_DENIED = "POLICY_DENIED"
+    POLICY_EVALUATION_ERROR = "POLICY_EVALUATION_ERROR"
+    POLICY_REVALIDATION_DENIED = "POLICY_REVALIDATION_DENIED"
+    APPROVAL_REQUIRED = "APPROVAL_REQUIRED"
+    APPROVAL_RECORDED = "APPROVAL_RECORDED"
+    APPROVAL_REJECTED = "APPROVAL_REJECTED"
+    APPROVAL_EXPIRED = "APPROVAL_EXPIRED"
+    APPROVER_NOT_ELIGIBLE = "APPROVER_NOT_ELIGIBLE"
+    APPROVAL_ALREADY_DECIDED = "APPROVAL_ALREADY_DECIDED"
+    APPROVAL_NOT_PENDING = "APPROVAL_NOT_PENDING"
+    PRE_EXECUTION_DENIED = "PRE_EXECUTION_DENIED"
+    DUPLICATE_IN_PROGRESS = "DUPLICATE_IN_PROGRESS"
+    IDEMPOTENCY_KEY_REQUIRED = "IDEMPOTENCY_KEY_REQUIRED"
+    IDEMPOTENCY_KEY_INVALID = "IDEMPOTENCY_KEY_INVALID"
+    IDEMPOTENCY_KEY_REUSED = "IDEMPOTENCY_KEY_REUSED"
+    ACTION_ACCEPTED = "ACTION_ACCEPTED"
+    ACTION_DEFERRED = "ACTION_DEFERRED"
+    ACTION_LANE_FULL = "ACTION_LANE_FULL"
+    ACTION_CANCELLED = "ACTION_CANCELLED"
+    ACTION_CANCELLED_EXTERNAL_CANCEL_FAILED = "ACTION_CANCELLED_EXTERNAL_CANCEL_FAILED"
+    ACTION_RUN_NOT_CANCELLABLE_WHILE_RUNNING = "ACTION_RUN_NOT_CANCELLABLE_WHILE_RUNNING"
+    ACTION_RUN_ALREADY_TERMINAL = "ACTION_RUN_ALREADY_TERMINAL"
+    ACTION_RUN_NOT_FOUND = "ACTION_RUN_NOT_FOUND"
+    STALE_ACTION_ATTEMPT = "STALE_ACTION_ATTEMPT"
+    ACTION_RUNTIME_FAILED = "ACTION_RUNTIME_FAILED"
+    UNAUTHENTICATED = "UNAUTHENTICATED"
+
+
+CODE_DESCRIPTIONS: dict[Code, str] = {
+    Code.SUCCEEDED: "The executor completed the action.",
+    Code.ACTION_FAILED: "The executor reported a failure without a more specific code.",
+    Code.ACTION_EXECUTION_EXCEPTION: "The executor raised; the side effect may have happened.",
+    Code.ACTION_NOT_REGISTERED: "No action with this id is registered.",
+    Code.INPUT_VALIDATION_FAILED: "The input does not match the action's JSON Schema.",
+    Code.POLICY_DENIED: "The principal lacks a permitted role, or a deny rule matched.",
+    Code.POLICY_EVALUATION_ERROR: "A policy expression failed at evaluation; denied (fail closed).",
+    Code.POLICY_REVALIDATION_DENIED: "At approval resume the current policy or input no longer allows it.",
+    Code.APPROVAL_REQUIRED: "Waiting for human approval.",
+    Code.APPROVAL_RECORDED: "An approver's decision was recorded; more approvals are needed.",
+    Code.APPROVAL_REJECTED: "An approver rejected the run.",
+    Code.APPROVAL_EXPIRED: "Nobody decided before the approval expired.",
+    Code.APPROVER_NOT_ELIGIBLE: "The approver lacks an approver role or is the proposer.",
+    Code.APPROVAL_ALREADY_DECIDED: "This approver already decided this run; counted once.",
+    Code.APPROVAL_NOT_PENDING: "The run is not waiting for approval.",
+    Code.PRE_EXECUTION_DENIED: "The guard refused immediately before dispatch.",
+    Code.DUPLICATE_IN_PROGRESS: "A request with this idempotency key is still in progress.",
+    Code.IDEMPOTENCY_KEY_REQUIRED: "The action requires an idempotency_key.",
+    Code.IDEMPOTENCY_KEY_INVALID: "The idempotency_key must be 1-255 printable ASCII characters.",
+    Code.IDEMPOTENCY_KEY_REUSED: "The key was used before with a different input; nothing disclosed.",
+    Code.ACTION_ACCEPTED: "Accepted; the work completes in the background.",
+    Code.ACTION_DEFERRED: "Dispatched; waiting for the external system to report completion.",
+    Code.ACTION_LANE_FULL: "The background lane is full; nothing was started.",
+    Code.ACTION_CANCELLED: "The run was cancelled before its side effect.",
+    Code.ACTION_CANCELLED_EXTERNAL_CANCEL_FAILED: "Cancelled, but the external cancel hook failed.",
+    Code.ACTION_RUN_NOT_CANCELLABLE_WHILE_RUNNING: "A running synchronous run cannot be cancelled.",
+    Code.ACTION_RUN_ALREADY_TERMINAL: "The run already finished; its result is unchanged.",
+    Code.ACTION_RUN_NOT_FOUND: "No such run in the caller's tenant.",
+    Code.STALE_ACTION_ATTEMPT: "The attempt token does not match the run's current attempt.",
+    Code.ACTION_RUNTIME_FAILED: "signoff itself failed; the run needs review.",
+    Code.UNAUTHENTICATED: "No valid credentials.",
+}

@@ -1,0 +1,135 @@
+"""Definitions compiled for the hot path, and the registry the pipeline resolves them from."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+
+from signoff.core.cel_expr import CelCompileError, CelExpression, compile_cel
+from signoff.core.definition import ActionDefinition, DenyRule
+
+
+@dataclass(frozen=True, slots=True)
+class DefinitionProblem:
+    """One thing wrong with a definition, located by its field path (``policy.deny[1].when``)."""
+
+    path: str
+    message: str
+    column: int | None = None
+
+
+class InvalidDefinition(ValueError):
+    def __init__(self, action_id: str, problems: list[DefinitionProblem]) -> None:
+        self.action_id = action_id
+        self.problems = problems
+        super().__init__(f"{action_id}: " + "; ".join(f"{p.path}: {p.message}" for p in problems))
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledAction:
+    definition: ActionDefinition
+    validator: Draft202012Validator
+    resource: CelExpression | None
+    deny: tuple[tuple[DenyRule, CelExpression], ...]
+    approval_when: CelExpression
+    revision: str
+
+    @property
+    def id(self) -> str:
+        return self.definition.id
+
+
+def compile_action(definition: ActionDefinition) -> CompiledAction:
+    """Check the schema and compile every expression once; report every problem found."""
+    problems: list[DefinitionProblem] = []
+
+    def cel_at(path: str, source: str) -> CelExpression | None:
+        try:
+            return compile_cel(source)
+        except CelCompileError as exc:
+            problems.append(DefinitionProblem(path, str(exc), exc.column))
+            return None
+
+    validator: Draft202012Validator | None = None
+    try:
+        Draft202012Validator.check_schema(definition.input_schema)
+        validator = Draft202012Validator(
+            definition.input_schema, format_checker=Draft202012Validator.FORMAT_CHECKER
+        )
+    except SchemaError as exc:
+        where = "/".join(str(p) for p in exc.path)
+        problems.append(
+            DefinitionProblem(
+                "input" + (f" ({where})" if where else ""),
+                f"invalid JSON Schema: {exc.message}",
+            )
+        )
+    if validator is not None and definition.input_schema.get("type") != "object":
+        problems.append(DefinitionProblem("input.type", "the input schema must have type: object"))
+
+    resource = cel_at("resource", definition.resource) if definition.resource else None
+    deny: list[tuple[DenyRule, CelExpression]] = []
+    for index, rule in enumerate(definition.policy.deny):
+        expr = cel_at(f"policy.deny[{index}].when", rule.when)
+        if expr is not None:
+            deny.append((rule, expr))
+    approval_when = cel_at("approval.when", definition.approval.when)
+
+    if problems or validator is None or approval_when is None:
+        raise InvalidDefinition(definition.id, problems)
+    return CompiledAction(
+        definition=definition,
+        validator=validator,
+        resource=resource,
+        deny=tuple(deny),
+        approval_when=approval_when,
+        revision=definition.revision(),
+    )
+
+
+def validate_input(action: CompiledAction, data: Any) -> list[dict[str, str]]:
+    """Every schema violation as ``{"path": "/a/0", "message": ...}``, at most 20, sorted by path."""
+    errors = sorted(action.validator.iter_errors(data), key=lambda e: list(map(str, e.path)))
+    return [
+        {"path": "/" + "/".join(str(p) for p in err.absolute_path), "message": err.message}
+        for err in errors[:20]
+    ]
+
+
+class ActionRegistry:
+    """The current set of actions. ``replace`` swaps the whole set at once (manifest reload)."""
+
+    def __init__(self, actions: Iterable[CompiledAction | ActionDefinition] = ()) -> None:
+        self._lock = threading.Lock()
+        self._actions: dict[str, CompiledAction] = {}
+        self.generation = 0
+        self.replace(actions)
+
+    def replace(self, actions: Iterable[CompiledAction | ActionDefinition]) -> None:
+        compiled = [a if isinstance(a, CompiledAction) else compile_action(a) for a in actions]
+        table: dict[str, CompiledAction] = {}
+        for action in compiled:
+            if action.id in table:
+                raise ValueError(f"action {action.id!r} is defined twice")
+            table[action.id] = action
+        with self._lock:
+            self._actions = table
+            self.generation += 1
+
+    def register(self, action: CompiledAction | ActionDefinition) -> None:
+        with self._lock:
+            current = dict(self._actions)
+        compiled = action if isinstance(action, CompiledAction) else compile_action(action)
+        current[compiled.id] = compiled
+        self.replace(current.values())
+
+    def resolve(self, action_id: str) -> CompiledAction | None:
+        return self._actions.get(action_id)
+
+    def all(self) -> list[CompiledAction]:
+        return sorted(self._actions.values(), key=lambda a: a.id)

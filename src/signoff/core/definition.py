@@ -1,0 +1,129 @@
+"""``ActionDefinition``: what an action is and which controls surround it (contract §6).
+
+Definitions are built programmatically or by the manifest loader; ``compile_action`` turns one into
+a ``CompiledAction`` whose JSON Schema validator and CEL programs are built exactly once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from signoff.core.codes import ExecutionStatus, RetryDisposition
+
+ACTION_ID_PATTERN = r"^[a-z][a-z0-9_.-]{0,63}$"
+
+Hook = Callable[[Any], Any | Awaitable[Any]]
+"""An executor or guard: takes an ``ExecutionContext``; sync or async."""
+
+
+class Effect(StrEnum):
+    READ_ONLY = "read_only"
+    WRITE = "write"
+    EXTERNAL_SEND = "external_send"
+    FINANCIAL = "financial"
+    PRODUCTION_CHANGE = "production_change"
+
+
+class Risk(StrEnum):
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+    CRITICAL = "critical"
+
+
+class KeyRequirement(StrEnum):
+    REQUIRED = "required"
+    OPTIONAL = "optional"
+
+
+class DuplicateVisibility(StrEnum):
+    PRINCIPAL = "principal"
+    RESOURCE = "resource"
+    TENANT = "tenant"
+
+
+class ExecutorMode(StrEnum):
+    SYNC = "sync"
+    ASYNC = "async"
+    DEFERRED = "deferred"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class IdempotencySpec(_Frozen):
+    key: KeyRequirement = KeyRequirement.OPTIONAL
+    scope: DuplicateVisibility = DuplicateVisibility.PRINCIPAL
+
+
+class DenyRule(_Frozen):
+    when: str
+    code: str = "POLICY_DENIED"
+    message: str = "Denied by policy."
+
+
+class PolicySpec(_Frozen):
+    roles: tuple[str, ...] | None = None
+    deny: tuple[DenyRule, ...] = ()
+
+
+DEFAULT_APPROVAL_WHEN = (
+    '(proposer.type == "agent" && action.effect != "read_only") || action.risk == "critical"'
+)
+DEFAULT_APPROVER_ROLES = ("approver",)
+DEFAULT_APPROVAL_EXPIRY = timedelta(hours=24)
+
+
+class ApprovalSpec(_Frozen):
+    """When approval is needed and who may give it. ``ApprovalSpec()`` is the contract's safe default."""
+
+    when: str = DEFAULT_APPROVAL_WHEN
+    approver_roles: tuple[str, ...] = DEFAULT_APPROVER_ROLES
+    count: int = Field(default=1, ge=1, le=20)
+    expires_after: timedelta | None = DEFAULT_APPROVAL_EXPIRY
+
+
+class ResultMapping(_Frozen):
+    status: ExecutionStatus = ExecutionStatus.FAILED
+    retry: RetryDisposition = RetryDisposition.MANUAL_REVIEW
+    message: str = ""
+
+
+class ActionDefinition(BaseModel):
+    """One registered action. ``executor`` and ``guard`` are callables taking an ExecutionContext."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    id: str = Field(pattern=ACTION_ID_PATTERN)
+    title: str = ""
+    description: str = ""
+    effect: Effect = Effect.WRITE
+    risk: Risk = Risk.MEDIUM
+    input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
+    resource: str | None = None
+    idempotency: IdempotencySpec = IdempotencySpec()
+    policy: PolicySpec = PolicySpec()
+    approval: ApprovalSpec = ApprovalSpec()
+    guard: Hook | None = None
+    executor: Hook
+    mode: ExecutorMode = ExecutorMode.SYNC
+    timeout: timedelta | None = None
+    results: dict[str, ResultMapping] = Field(default_factory=dict)
+    sensitive_fields: tuple[str, ...] = ()
+    source: str | None = Field(default=None, description="Where it was declared (file:line).")
+
+    def revision(self) -> str:
+        """A stable fingerprint of the governed parts, recorded with each run's audit."""
+        governed = self.model_dump(
+            mode="json", exclude={"executor", "guard", "source", "title", "description"}
+        )
+        blob = json.dumps(governed, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -1,0 +1,162 @@
+"""Calling executors and guards, normalising what they return, and the bounded async lane."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
+
+from signoff.core.codes import Code, ExecutionStatus
+from signoff.core.compiled import CompiledAction
+from signoff.core.definition import Hook
+from signoff.core.results import ExecutionContext, ExecutionResult, GuardDecision
+
+T = TypeVar("T")
+
+
+def _is_async(hook: Hook) -> bool:
+    call = getattr(hook, "__call__", None)  # noqa: B004 - callable objects with async __call__
+    return inspect.iscoroutinefunction(hook) or inspect.iscoroutinefunction(call)
+
+
+async def call_hook(hook: Hook, context: ExecutionContext) -> Any:
+    """Await async hooks on the loop; run plain callables in a worker thread so they never block it."""
+    if _is_async(hook):
+        return await hook(context)
+    value = await asyncio.to_thread(hook, context)
+    if inspect.isawaitable(value):
+        value = await value
+    return value
+
+
+async def run_guard(action: CompiledAction, context: ExecutionContext) -> GuardDecision:
+    """The guard fails closed: an exception or an unexpected value denies."""
+    guard = action.definition.guard
+    if guard is None:
+        return GuardDecision.allow()
+    try:
+        decision = await call_hook(guard, context)
+    except Exception as exc:
+        return GuardDecision.deny(Code.PRE_EXECUTION_DENIED, f"guard raised {type(exc).__name__}")
+    if isinstance(decision, GuardDecision):
+        return decision
+    if decision is True:
+        return GuardDecision.allow()
+    return GuardDecision.deny(Code.PRE_EXECUTION_DENIED, "guard returned no GuardDecision")
+
+
+def normalize_result(action: CompiledAction, value: Any) -> ExecutionResult:
+    """Turn what an executor returned into a result; domain codes take the manifest's mapping."""
+    if value is None:
+        return ExecutionResult.succeeded({})
+    if isinstance(value, ExecutionResult):
+        result = value
+    elif isinstance(value, dict):
+        result = ExecutionResult.succeeded(value)
+    else:
+        return ExecutionResult.manual_review_failure(
+            Code.ACTION_FAILED,
+            f"executor returned {type(value).__name__}, expected a JSON object or ExecutionResult",
+        )
+    if result.status not in (ExecutionStatus.SUCCEEDED, ExecutionStatus.FAILED):
+        return ExecutionResult.manual_review_failure(
+            Code.ACTION_FAILED, f"executor returned non-final status {result.status}"
+        )
+    mapping = action.definition.results.get(result.code)
+    if mapping is not None:
+        result = result.model_copy(
+            update={
+                "status": mapping.status,
+                "retry": mapping.retry,
+                "message": result.message or mapping.message,
+            }
+        )
+    if result.output is not None:
+        try:
+            json.dumps(result.output)
+        except (TypeError, ValueError):
+            return ExecutionResult.manual_review_failure(
+                Code.ACTION_FAILED, "executor output is not JSON-serialisable"
+            )
+    return result
+
+
+async def run_executor(action: CompiledAction, context: ExecutionContext) -> ExecutionResult:
+    """Dispatch once. An exception means the side effect may have happened: manual review."""
+    timeout = action.definition.timeout
+    try:
+        call = call_hook(action.definition.executor, context)
+        value = await (
+            asyncio.wait_for(call, timeout.total_seconds()) if timeout is not None else call
+        )
+    except TimeoutError:
+        return ExecutionResult.manual_review_failure(
+            "ACTION_TIMED_OUT", f"executor did not finish within {timeout}"
+        )
+    except Exception as exc:
+        return ExecutionResult.manual_review_failure(
+            Code.ACTION_EXECUTION_EXCEPTION, f"executor raised {type(exc).__name__}: {exc}"
+        )
+    return normalize_result(action, value)
+
+
+class AsyncLane:
+    """In-process background work with bounded concurrency and a bounded backlog.
+
+    ``try_acquire`` takes a slot before anything is committed so a full lane refuses cleanly;
+    ``submit`` runs the work under the concurrency limit and frees the slot when it ends.
+    """
+
+    def __init__(self, max_concurrency: int = 16, max_pending: int = 1024) -> None:
+        self._capacity = max_concurrency + max_pending
+        self._slots = 0
+        self._running = asyncio.Semaphore(max_concurrency)
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    def try_acquire(self) -> bool:
+        if self._slots >= self._capacity:
+            return False
+        self._slots += 1
+        self._idle.clear()
+        return True
+
+    def force_acquire(self) -> None:
+        """Take a slot past the backlog limit (approved work must not be refused)."""
+        self._slots += 1
+        self._idle.clear()
+
+    def release_slot(self) -> None:
+        self._slots -= 1
+        if self._slots == 0:
+            self._idle.set()
+
+    def submit(self, work: Callable[[], Coroutine[Any, Any, Any]]) -> asyncio.Task[Any]:
+        """Run ``work`` in a slot already taken with ``try_acquire``."""
+
+        async def runner() -> Any:
+            try:
+                async with self._running:
+                    return await work()
+            finally:
+                self.release_slot()
+
+        task = asyncio.get_running_loop().create_task(runner())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def drain(self) -> None:
+        """Wait until every submitted piece of work has finished."""
+        await self._idle.wait()
+
+
+async def shielded(awaitable: Awaitable[T], keep: set[asyncio.Task[Any]]) -> T:
+    """Finish ``awaitable`` even if the caller is cancelled (a client that hangs up mid-call)."""
+    task = asyncio.ensure_future(awaitable)
+    keep.add(task)
+    task.add_done_callback(keep.discard)
+    return await asyncio.shield(task)

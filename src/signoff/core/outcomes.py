@@ -1,0 +1,109 @@
+"""How a stored run reads to a caller, and which terminal state a result lands in."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from signoff.core.codes import Code, ExecutionStatus, RetryDisposition
+from signoff.core.ports import AuditEvent
+from signoff.core.results import ActionOutcome, ApprovalSummary, ExecutionResult
+from signoff.core.run import ActionRun, RunStatus
+
+_TERMINAL_FOR = {
+    ExecutionStatus.SUCCEEDED: RunStatus.SUCCEEDED,
+    ExecutionStatus.FAILED: RunStatus.FAILED,
+    ExecutionStatus.DENIED: RunStatus.DENIED,
+    ExecutionStatus.VALIDATION_FAILED: RunStatus.DENIED,
+    ExecutionStatus.CANCELLED: RunStatus.CANCELLED,
+}
+
+
+def terminal_status_for(result: ExecutionResult) -> RunStatus:
+    if result.code == Code.APPROVAL_EXPIRED:
+        return RunStatus.EXPIRED
+    if result.code == Code.ACTION_RUNTIME_FAILED:
+        return RunStatus.RUNTIME_FAILED
+    return _TERMINAL_FOR[result.status]
+
+
+def approval_summary(run: ActionRun) -> ApprovalSummary | None:
+    state = run.approval
+    if state is None:
+        return None
+    return ApprovalSummary(
+        approval_id=state.approval_id,
+        expires_at=state.expires_at,
+        approvals_needed=state.count,
+        approvals_received=len({d.approver_id for d in state.approvals()}),
+        approver_roles=state.approver_roles,
+    )
+
+
+def outcome_of(run: ActionRun, **overrides: Any) -> ActionOutcome:
+    """The caller's view of ``run``; ``overrides`` replace fields (e.g. a decision's own code)."""
+    fields: dict[str, Any]
+    if run.result is not None:
+        result = run.result
+        fields = {
+            "status": result.status,
+            "code": result.code,
+            "retry": result.retry,
+            "message": result.message,
+            "output": result.output,
+        }
+    elif run.status is RunStatus.WAITING_APPROVAL:
+        summary = approval_summary(run)
+        assert summary is not None
+        missing = summary.approvals_needed - summary.approvals_received
+        roles = ", ".join(summary.approver_roles)
+        fields = {
+            "status": ExecutionStatus.PENDING_APPROVAL,
+            "code": Code.APPROVAL_REQUIRED,
+            "retry": RetryDisposition.AFTER_APPROVAL,
+            "message": f"Waiting for {missing} approval(s) from role {roles}.",
+        }
+    elif run.status is RunStatus.WAITING_EXTERNAL:
+        fields = {
+            "status": ExecutionStatus.ACCEPTED,
+            "code": Code.ACTION_DEFERRED,
+            "retry": RetryDisposition.NEVER,
+            "message": "Dispatched; waiting for the external system to complete it.",
+        }
+    else:
+        fields = {
+            "status": ExecutionStatus.ACCEPTED,
+            "code": Code.ACTION_ACCEPTED,
+            "retry": RetryDisposition.NEVER,
+            "message": "Accepted; poll signoff.get_run for the result.",
+        }
+    fields.update(
+        run_id=run.run_id,
+        action=run.action_id,
+        duplicate_of=run.duplicate_of,
+        approval=approval_summary(run) if run.status is RunStatus.WAITING_APPROVAL else None,
+    )
+    fields.update(overrides)
+    return ActionOutcome(**fields)
+
+
+def event(
+    run: ActionRun,
+    kind: str,
+    at: datetime,
+    *,
+    actor: str | None = None,
+    code: str | None = None,
+    **data: Any,
+) -> AuditEvent:
+    """An audit event stamped with the run's id, tenant and (new) status."""
+    return AuditEvent(
+        run_id=run.run_id,
+        tenant_id=run.tenant_id,
+        kind=kind,
+        at=at,
+        actor=actor if actor is not None else run.principal.id,
+        status=str(run.status),
+        code=code,
+        data=data or None,
+    )

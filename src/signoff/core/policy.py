@@ -1,0 +1,103 @@
+"""Policy: resource identity, role allow-list, deny rules and the approval rule — fail closed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from signoff.core.cel_expr import CelEvaluationError
+from signoff.core.codes import Code
+from signoff.core.compiled import CompiledAction
+from signoff.core.identity import Channel, Principal, ProposerType
+from signoff.core.results import ExecutionResult
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyInput:
+    """Everything a policy may look at. Identity fields come from trusted host context only."""
+
+    principal: Principal
+    tenant_id: str
+    proposer_type: ProposerType
+    channel: Channel
+    input: dict[str, Any]
+    now: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyDecision:
+    """``denial`` is set when the request may not proceed; otherwise approval may be required."""
+
+    resource: str | None
+    denial: ExecutionResult | None = None
+    approval_required: bool = False
+
+
+def _variables(
+    action: CompiledAction, request: PolicyInput, resource: str | None
+) -> dict[str, Any]:
+    definition = action.definition
+    return {
+        "input": request.input,
+        "principal": {"id": request.principal.id, "roles": list(request.principal.roles)},
+        "tenant": request.tenant_id,
+        "proposer": {"type": str(request.proposer_type), "channel": str(request.channel)},
+        "action": {
+            "id": definition.id,
+            "effect": str(definition.effect),
+            "risk": str(definition.risk),
+        },
+        "resource": resource if resource is not None else "",
+        "now": request.now,
+    }
+
+
+def _error(where: str, exc: Exception) -> PolicyDecision:
+    return PolicyDecision(
+        resource=None,
+        denial=ExecutionResult.denied(
+            Code.POLICY_EVALUATION_ERROR, f"Policy could not be evaluated ({where}): {exc}"
+        ),
+    )
+
+
+def evaluate_policy(action: CompiledAction, request: PolicyInput) -> PolicyDecision:
+    """Resource, roles, deny rules, then the approval rule. Any evaluation error denies."""
+    definition = action.definition
+    resource: str | None = None
+    if action.resource is not None:
+        try:
+            value = action.resource.evaluate(_variables(action, request, None))
+        except CelEvaluationError as exc:
+            return _error("resource", exc)
+        if not isinstance(value, str | int) or isinstance(value, bool) or value == "":
+            return _error("resource", TypeError("resource must be a non-empty string"))
+        resource = str(value)
+
+    roles = definition.policy.roles
+    if roles is not None and not request.principal.has_any_role(roles):
+        return PolicyDecision(
+            resource=resource,
+            denial=ExecutionResult.denied(
+                Code.POLICY_DENIED,
+                f"Principal lacks a permitted role for {definition.id}.",
+            ),
+        )
+
+    variables = _variables(action, request, resource)
+    for index, (rule, expr) in enumerate(action.deny):
+        try:
+            matched = expr.evaluate_bool(variables)
+        except CelEvaluationError as exc:
+            return _error(f"policy.deny[{index}]", exc)
+        if matched:
+            return PolicyDecision(
+                resource=resource, denial=ExecutionResult.denied(rule.code, rule.message)
+            )
+
+    try:
+        approval_required = action.approval_when.evaluate_bool(variables)
+    except CelEvaluationError as exc:
+        return _error("approval.when", exc)
+    return PolicyDecision(resource=resource, approval_required=approval_required)

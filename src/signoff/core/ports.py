@@ -1,0 +1,136 @@
+"""The seams between the governed pipeline and the outside: stores, clock, registry.
+
+A ``Store`` hands out units of work. Everything written inside one unit commits together when the
+unit exits without error, so the pipeline decides what goes into each durable boundary while the
+store only provides atomic primitives:
+
+- ``RunStore``: ``create`` never overwrites; ``compare_and_set`` succeeds only from the expected
+  version and advances it by exactly one; there is no unconditional update.
+- ``DuplicateStore``: an owner-aware state machine per scope. ``reserve`` inserts a RUNNING entry or
+  reports the one that exists; ``complete`` and ``release`` apply only while the caller still owns a
+  RUNNING entry.
+- ``AuditLog``: append-only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Protocol, runtime_checkable
+
+from signoff.core.results import ExecutionResult
+from signoff.core.run import ActionRun, DuplicateScope, RunStatus
+
+
+class RunAlreadyExists(Exception):
+    """``create`` found the run id taken; nothing was written."""
+
+
+class DuplicateState(StrEnum):
+    RUNNING = "RUNNING"
+    COMPLETED = "COMPLETED"
+
+
+@dataclass(frozen=True, slots=True)
+class DuplicateEntry:
+    scope: DuplicateScope
+    owner_run_id: str
+    state: DuplicateState
+    input_hash: str
+    result: ExecutionResult | None
+    created_at: datetime
+    completed_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """``accepted`` means the caller now owns the scope; otherwise ``existing`` is who does."""
+
+    accepted: bool
+    existing: DuplicateEntry | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEvent:
+    """One audited fact about a run: a control decision, a transition, a dispatch, a result."""
+
+    run_id: str
+    tenant_id: str
+    kind: str
+    at: datetime
+    actor: str | None = None
+    status: str | None = None
+    code: str | None = None
+    data: dict[str, Any] | None = None
+    seq: int | None = None
+
+
+class RunStore(Protocol):
+    async def create(self, run: ActionRun) -> None: ...
+    async def get(self, run_id: str) -> ActionRun | None: ...
+    async def compare_and_set(self, expected_version: int, run: ActionRun) -> ActionRun | None:
+        """Write ``run`` with version ``expected_version + 1`` if the stored version matches.
+
+        Returns the stored run on success, ``None`` when the race was lost (reload and decide).
+        """
+        ...
+
+    async def list(
+        self,
+        tenant_id: str | None = None,
+        statuses: Sequence[RunStatus] | None = None,
+        limit: int = 100,
+        before_run_id: str | None = None,
+    ) -> list[ActionRun]:
+        """Newest first; ``tenant_id=None`` only for operator tools and recovery."""
+        ...
+
+
+class DuplicateStore(Protocol):
+    async def reserve(
+        self, scope: DuplicateScope, owner_run_id: str, input_hash: str, now: datetime
+    ) -> Reservation: ...
+    async def complete(
+        self, scope: DuplicateScope, owner_run_id: str, result: ExecutionResult, now: datetime
+    ) -> bool: ...
+    async def release(self, scope: DuplicateScope, owner_run_id: str) -> bool: ...
+    async def get(self, scope: DuplicateScope) -> DuplicateEntry | None: ...
+    async def purge_completed(self, older_than: datetime) -> int:
+        """Delete COMPLETED entries completed before ``older_than``; RUNNING ones never."""
+        ...
+
+
+class AuditLog(Protocol):
+    async def append(self, events: Sequence[AuditEvent]) -> None: ...
+    async def list_for_run(self, run_id: str) -> list[AuditEvent]: ...
+
+
+class StoreUnit(Protocol):
+    """The ports bound to one unit of work."""
+
+    @property
+    def runs(self) -> RunStore: ...
+    @property
+    def duplicates(self) -> DuplicateStore: ...
+    @property
+    def audit(self) -> AuditLog: ...
+
+
+@runtime_checkable
+class Store(Protocol):
+    def unit(self) -> AbstractAsyncContextManager[StoreUnit]:
+        """A unit of work: its writes commit together on a clean exit and roll back on error."""
+        ...
+
+    async def wait_for_change(self, run_id: str, version: int, timeout: float) -> None:
+        """Return when the run's version may have moved past ``version``, or after ``timeout``."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class Clock(Protocol):
+    def now(self) -> datetime: ...

@@ -1,0 +1,187 @@
+"""``ActionRun``: the lifecycle truth of one request, and the one table of allowed transitions."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from signoff.core.identity import Channel, Principal, ProposerType
+from signoff.core.results import ExecutionResult, JsonObject
+
+
+class RunStatus(StrEnum):
+    REQUESTED = "REQUESTED"
+    VALIDATING = "VALIDATING"
+    POLICY_EVALUATED = "POLICY_EVALUATED"
+    WAITING_APPROVAL = "WAITING_APPROVAL"
+    RUNNING = "RUNNING"
+    WAITING_EXTERNAL = "WAITING_EXTERNAL"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    DENIED = "DENIED"
+    CANCELLED = "CANCELLED"
+    EXPIRED = "EXPIRED"
+    RUNTIME_FAILED = "RUNTIME_FAILED"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in TERMINAL_STATUSES
+
+
+TERMINAL_STATUSES = frozenset(
+    {
+        RunStatus.SUCCEEDED,
+        RunStatus.FAILED,
+        RunStatus.DENIED,
+        RunStatus.CANCELLED,
+        RunStatus.EXPIRED,
+        RunStatus.RUNTIME_FAILED,
+    }
+)
+NON_TERMINAL_STATUSES = frozenset(set(RunStatus) - TERMINAL_STATUSES)
+
+_S = RunStatus
+# The only allowed moves. Anything else is refused by ``ActionRun.advance``; terminal runs have no row.
+# A self-move records new data in the same state (an approval decision; a recovery re-dispatch).
+TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
+    _S.REQUESTED: frozenset({_S.VALIDATING, _S.DENIED, _S.CANCELLED, _S.RUNTIME_FAILED}),
+    _S.VALIDATING: frozenset({_S.POLICY_EVALUATED, _S.DENIED, _S.CANCELLED, _S.RUNTIME_FAILED}),
+    # From POLICY_EVALUATED a duplicate may replay any stored terminal result.
+    _S.POLICY_EVALUATED: frozenset({_S.WAITING_APPROVAL, _S.RUNNING} | TERMINAL_STATUSES),
+    _S.WAITING_APPROVAL: frozenset(
+        {
+            _S.WAITING_APPROVAL,
+            _S.RUNNING,
+            _S.DENIED,
+            _S.EXPIRED,
+            _S.CANCELLED,
+            _S.RUNTIME_FAILED,
+        }
+    ),
+    _S.RUNNING: frozenset(
+        {
+            _S.RUNNING,
+            _S.WAITING_EXTERNAL,
+            _S.SUCCEEDED,
+            _S.FAILED,
+            _S.DENIED,
+            _S.RUNTIME_FAILED,
+        }
+    ),
+    _S.WAITING_EXTERNAL: frozenset(
+        {_S.RUNNING, _S.SUCCEEDED, _S.FAILED, _S.CANCELLED, _S.RUNTIME_FAILED}
+    ),
+    **{status: frozenset() for status in TERMINAL_STATUSES},
+}
+
+
+class IllegalTransition(ValueError):
+    """A move the transition table does not allow (a programming error, never a user outcome)."""
+
+
+def can_transition(current: RunStatus, target: RunStatus) -> bool:
+    return target in TRANSITIONS[current]
+
+
+class ApprovalVote(StrEnum):
+    APPROVE = "approve"
+    REJECT = "reject"
+
+
+class ApprovalDecision(BaseModel):
+    """One approver's recorded decision."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    approver_id: str = Field(min_length=1, max_length=255)
+    roles: tuple[str, ...] = ()
+    decision: ApprovalVote
+    reason: str = Field(default="", max_length=2000)
+    at: datetime
+    channel: Channel = Channel.API
+    via: str | None = Field(
+        default=None, description="Operator detail, e.g. the OS user of the CLI."
+    )
+
+
+class ApprovalState(BaseModel):
+    """The approval a run waits for, and the decisions received so far."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    approval_id: str
+    approver_roles: tuple[str, ...]
+    count: int = Field(ge=1)
+    requested_at: datetime
+    expires_at: datetime | None
+    decisions: tuple[ApprovalDecision, ...] = ()
+
+    def approvals(self) -> list[ApprovalDecision]:
+        return [d for d in self.decisions if d.decision is ApprovalVote.APPROVE]
+
+    def rejected(self) -> bool:
+        return any(d.decision is ApprovalVote.REJECT for d in self.decisions)
+
+    def quorum_reached(self) -> bool:
+        return len({d.approver_id for d in self.approvals()}) >= self.count
+
+    def decided_by(self, approver_id: str) -> ApprovalDecision | None:
+        return next((d for d in self.decisions if d.approver_id == approver_id), None)
+
+
+class DuplicateScope(BaseModel):
+    """tenant + action + key + visibility (principal id, resource identity, or ``*`` tenant-wide)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tenant_id: str
+    action_id: str
+    idempotency_key: str
+    visibility: str
+
+
+class ActionRun(BaseModel):
+    """One request's lifecycle. Immutable: every change is a new value written by compare-and-set."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    run_id: str
+    tenant_id: str
+    action_id: str
+    principal: Principal
+    channel: Channel
+    proposer_type: ProposerType
+    idempotency_key: str | None = None
+    input: JsonObject = Field(default_factory=dict)
+    input_hash: str = ""
+    resource: str | None = None
+    status: RunStatus = RunStatus.REQUESTED
+    version: int = 1
+    attempt: int = 0
+    attempt_token: str | None = None
+    executor_mode: str | None = None
+    approval: ApprovalState | None = None
+    duplicate_scope: DuplicateScope | None = None
+    duplicate_of: str | None = None
+    result: ExecutionResult | None = None
+    deadline_at: datetime | None = None
+    created_at: datetime
+    updated_at: datetime
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+    @property
+    def operation_id(self) -> str | None:
+        """Deterministic per attempt, so a re-dispatch is idempotent at the receiver."""
+        return f"{self.run_id}:{self.attempt_token}" if self.attempt_token else None
+
+    def advance(self, status: RunStatus, at: datetime, **changes: Any) -> ActionRun:
+        """A copy in ``status`` with ``changes``; the version is advanced by the store's CAS."""
+        if status not in TRANSITIONS[self.status]:
+            raise IllegalTransition(f"{self.run_id}: {self.status} -> {status} is not allowed")
+        return self.model_copy(update={**changes, "status": status, "updated_at": at})

@@ -1,0 +1,247 @@
+"""In-memory stores: correct under concurrency inside one process, and nothing more.
+
+What they do NOT promise: anything survives a restart; several processes share anything; a unit of
+work rolls back (writes take effect as they are made, so an error inside a unit leaves what was
+already written). Use them for tests and tiny demos; the SQL stores are the durable ones.
+
+Each operation takes one ``threading.Lock`` for the duration of a dictionary update and never holds
+it across an ``await``, so it is safe from several event loops and threads alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime
+
+from signoff.core.ports import (
+    AuditEvent,
+    DuplicateEntry,
+    DuplicateState,
+    Reservation,
+    RunAlreadyExists,
+    StoreUnit,
+)
+from signoff.core.results import ExecutionResult
+from signoff.core.run import ActionRun, DuplicateScope, RunStatus
+
+
+class _ChangeNotifier:
+    """Wakes ``wait_for_change`` callers, whichever event loop they wait on."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waiters: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]]] = {}
+
+    def notify(self, run_id: str) -> None:
+        with self._lock:
+            waiters = self._waiters.pop(run_id, [])
+        for loop, future in waiters:
+            loop.call_soon_threadsafe(_resolve, future)
+
+    async def wait(self, run_id: str, timeout: float) -> None:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        entry = (loop, future)
+        with self._lock:
+            self._waiters.setdefault(run_id, []).append(entry)
+        try:
+            await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            pass
+        finally:
+            with self._lock:
+                waiters = self._waiters.get(run_id)
+                if waiters and entry in waiters:
+                    waiters.remove(entry)
+                    if not waiters:
+                        del self._waiters[run_id]
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+class InMemoryRunStore:
+    def __init__(self, notifier: _ChangeNotifier | None = None) -> None:
+        self._lock = threading.Lock()
+        self._runs: dict[str, ActionRun] = {}
+        self._notifier = notifier or _ChangeNotifier()
+
+    async def create(self, run: ActionRun) -> None:
+        with self._lock:
+            if run.run_id in self._runs:
+                raise RunAlreadyExists(run.run_id)
+            self._runs[run.run_id] = run
+        self._notifier.notify(run.run_id)
+
+    async def get(self, run_id: str) -> ActionRun | None:
+        return self._runs.get(run_id)
+
+    async def compare_and_set(self, expected_version: int, run: ActionRun) -> ActionRun | None:
+        stored_run = run.model_copy(update={"version": expected_version + 1})
+        with self._lock:
+            current = self._runs.get(run.run_id)
+            if current is None or current.version != expected_version or current.is_terminal:
+                return None
+            self._runs[run.run_id] = stored_run
+        self._notifier.notify(run.run_id)
+        return stored_run
+
+    async def list(
+        self,
+        tenant_id: str | None = None,
+        statuses: Sequence[RunStatus] | None = None,
+        limit: int = 100,
+        before_run_id: str | None = None,
+    ) -> list[ActionRun]:
+        with self._lock:
+            runs = list(self._runs.values())
+        wanted = set(statuses) if statuses else None
+        selected = [
+            r
+            for r in runs
+            if (tenant_id is None or r.tenant_id == tenant_id)
+            and (wanted is None or r.status in wanted)
+            and (before_run_id is None or r.run_id < before_run_id)
+        ]
+        selected.sort(key=lambda r: r.run_id, reverse=True)
+        return selected[:limit]
+
+
+class InMemoryDuplicateStore:
+    """One owner-aware entry per scope; every transition happens under one lock."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[DuplicateScope, DuplicateEntry] = {}
+
+    async def reserve(
+        self, scope: DuplicateScope, owner_run_id: str, input_hash: str, now: datetime
+    ) -> Reservation:
+        with self._lock:
+            existing = self._entries.get(scope)
+            if existing is not None:
+                return Reservation(accepted=False, existing=existing)
+            self._entries[scope] = DuplicateEntry(
+                scope=scope,
+                owner_run_id=owner_run_id,
+                state=DuplicateState.RUNNING,
+                input_hash=input_hash,
+                result=None,
+                created_at=now,
+            )
+            return Reservation(accepted=True)
+
+    async def complete(
+        self, scope: DuplicateScope, owner_run_id: str, result: ExecutionResult, now: datetime
+    ) -> bool:
+        with self._lock:
+            entry = self._entries.get(scope)
+            if (
+                entry is None
+                or entry.owner_run_id != owner_run_id
+                or entry.state is not DuplicateState.RUNNING
+            ):
+                return False
+            self._entries[scope] = DuplicateEntry(
+                scope=scope,
+                owner_run_id=owner_run_id,
+                state=DuplicateState.COMPLETED,
+                input_hash=entry.input_hash,
+                result=result,
+                created_at=entry.created_at,
+                completed_at=now,
+            )
+            return True
+
+    async def release(self, scope: DuplicateScope, owner_run_id: str) -> bool:
+        with self._lock:
+            entry = self._entries.get(scope)
+            if (
+                entry is None
+                or entry.owner_run_id != owner_run_id
+                or entry.state is not DuplicateState.RUNNING
+            ):
+                return False
+            del self._entries[scope]
+            return True
+
+    async def get(self, scope: DuplicateScope) -> DuplicateEntry | None:
+        return self._entries.get(scope)
+
+    async def purge_completed(self, older_than: datetime) -> int:
+        with self._lock:
+            doomed = [
+                scope
+                for scope, entry in self._entries.items()
+                if entry.state is DuplicateState.COMPLETED
+                and entry.completed_at is not None
+                and entry.completed_at < older_than
+            ]
+            for scope in doomed:
+                del self._entries[scope]
+        return len(doomed)
+
+
+class InMemoryAuditLog:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._events: dict[str, list[AuditEvent]] = {}
+        self._seq = 0
+
+    async def append(self, events: Sequence[AuditEvent]) -> None:
+        with self._lock:
+            for event in events:
+                self._seq += 1
+                stored = AuditEvent(
+                    run_id=event.run_id,
+                    tenant_id=event.tenant_id,
+                    kind=event.kind,
+                    at=event.at,
+                    actor=event.actor,
+                    status=event.status,
+                    code=event.code,
+                    data=event.data,
+                    seq=self._seq,
+                )
+                self._events.setdefault(event.run_id, []).append(stored)
+
+    async def list_for_run(self, run_id: str) -> list[AuditEvent]:
+        with self._lock:
+            return list(self._events.get(run_id, ()))
+
+
+class _Unit:
+    def __init__(self, store: InMemoryStore) -> None:
+        self.runs = store.runs
+        self.duplicates = store.duplicates
+        self.audit = store.audit
+
+
+class InMemoryStore:
+    """All three ports in memory; a unit of work is immediate (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._notifier = _ChangeNotifier()
+        self.runs = InMemoryRunStore(self._notifier)
+        self.duplicates = InMemoryDuplicateStore()
+        self.audit = InMemoryAuditLog()
+        self.units_committed = 0
+
+    @asynccontextmanager
+    async def unit(self) -> AsyncIterator[StoreUnit]:
+        yield _Unit(self)
+        self.units_committed += 1
+
+    async def wait_for_change(self, run_id: str, version: int, timeout: float) -> None:
+        current = await self.runs.get(run_id)
+        if current is not None and current.version != version:
+            return
+        await self._notifier.wait(run_id, timeout)
+
+    async def close(self) -> None:
+        return None

@@ -1,0 +1,105 @@
+"""Small builders shared by the tests: definitions, proposals, a recording executor."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from signoff import (
+    ActionDefinition,
+    ActionProposal,
+    ApprovalSpec,
+    Channel,
+    ExecutionContext,
+    Principal,
+    ProposerType,
+)
+from signoff.core.clock import ManualClock
+from signoff.core.compiled import ActionRegistry
+from signoff.core.definition import DenyRule, IdempotencySpec, PolicySpec
+from signoff.core.runtime import DecisionRequest, Runtime
+from signoff.core.run import ApprovalVote
+from signoff.store.memory import InMemoryStore
+
+NO_APPROVAL = ApprovalSpec(when="false")
+AGENT = Principal(id="agent-1", roles=("billing",))
+LEAD = Principal(id="lead-1", roles=("billing-lead",))
+LEAD2 = Principal(id="lead-2", roles=("billing-lead",))
+INVOICE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "invoice_id": {"type": "string", "pattern": "^INV-[0-9]+$"},
+        "amount": {"type": "number", "minimum": 0},
+    },
+    "required": ["invoice_id", "amount"],
+    "additionalProperties": False,
+}
+
+
+@dataclass
+class Recorder:
+    """An executor that counts its calls (the domain side effect) and echoes the input."""
+
+    calls: list[ExecutionContext] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    async def __call__(self, context: ExecutionContext) -> dict[str, Any]:
+        with self.lock:
+            self.calls.append(context)
+        return {"done": context.input, "operation_id": context.operation_id}
+
+    @property
+    def count(self) -> int:
+        return len(self.calls)
+
+
+def definition(executor: Any, **overrides: Any) -> ActionDefinition:
+    fields: dict[str, Any] = {
+        "id": "invoice.cancel",
+        "effect": "write",
+        "risk": "high",
+        "input_schema": INVOICE_SCHEMA,
+        "resource": "'invoice/' + input.invoice_id",
+        "idempotency": IdempotencySpec(key="required", scope="resource"),
+        "policy": PolicySpec(
+            roles=("billing", "billing-lead"),
+            deny=(DenyRule(when="input.amount > 100000.0", code="AMOUNT_OVER_LIMIT"),),
+        ),
+        "approval": ApprovalSpec(
+            when="input.amount > 1000.0", approver_roles=("billing-lead",), count=1
+        ),
+        "executor": executor,
+    }
+    fields.update(overrides)
+    return ActionDefinition(**fields)
+
+
+def proposal(
+    input: Any,
+    key: str | None = "key-1",
+    principal: Principal = AGENT,
+    tenant: str = "acme",
+    action: str = "invoice.cancel",
+) -> ActionProposal:
+    return ActionProposal(
+        action_id=action,
+        input=input,
+        principal=principal,
+        tenant_id=tenant,
+        channel=Channel.MCP,
+        proposer_type=ProposerType.AGENT,
+        idempotency_key=key,
+    )
+
+
+def approve(approver: Principal = LEAD, reason: str = "ok") -> DecisionRequest:
+    return DecisionRequest(approver=approver, vote=ApprovalVote.APPROVE, reason=reason)
+
+
+def reject(approver: Principal = LEAD, reason: str = "no") -> DecisionRequest:
+    return DecisionRequest(approver=approver, vote=ApprovalVote.REJECT, reason=reason)
+
+
+def memory_runtime(*definitions: ActionDefinition, clock: ManualClock | None = None) -> Runtime:
+    return Runtime(ActionRegistry(definitions), InMemoryStore(), clock=clock or ManualClock())

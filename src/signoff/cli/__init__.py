@@ -1,0 +1,24 @@
+"""The ``signoff`` command line. Each command group lives in its own module."""
+
+from __future__ import annotations
+
+import typer
+
+from signoff.cli import approvals, check, db, runs, serve
+
+app = typer.Typer(
+    name="signoff",
+    help="A governed MCP server for business actions.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+check.register(app)
+serve.register(app)
+db.register(app)
+runs.register(app)
+approvals.register(app)
+
+
+def main() -> None:
+    app()

@@ -116,6 +116,10 @@ class ActionDefinition(BaseModel):
     executor: Hook
     mode: ExecutorMode = ExecutorMode.SYNC
     timeout: timedelta | None = None
+    executor_idempotent: bool = Field(
+        default=False,
+        description="The executor is idempotent by operation id: safe to re-dispatch after a crash.",
+    )
     results: dict[str, ResultMapping] = Field(default_factory=dict)
     sensitive_fields: tuple[str, ...] = ()
     source: str | None = Field(default=None, description="Where it was declared (file:line).")

@@ -293,9 +293,23 @@ class Pipeline:
     async def dispatch(self, action: CompiledAction, run: ActionRun) -> ActionOutcome:
         """``run`` is committed RUNNING. Sync: guard + executor now. Async: the lane does it."""
         if action.definition.mode is ExecutorMode.ASYNC:
-            self.lane.submit(lambda: self._guard_execute_record(action, run))
+            self.lane.submit(lambda: self._claim_then_execute(action, run))
             return outcome_of(run)
         return await self._guard_execute_record(action, run)
+
+    async def _claim_then_execute(self, action: CompiledAction, run: ActionRun) -> ActionOutcome:
+        """Queued work may be cancelled until it is claimed; the claim is a CAS, so never both."""
+        now = self.clock.now()
+        claimed = run.advance(RunStatus.RUNNING, now, dispatched_at=now)
+        async with self.store.unit() as unit:
+            stored = await unit.runs.compare_and_set(run.version, claimed)
+            if stored is not None:
+                await unit.audit.append([event(stored, "dispatch_claimed", now)])
+        if stored is None:
+            current = await self.load(run.run_id)
+            assert current is not None
+            return outcome_of(current)
+        return await self._guard_execute_record(action, stored)
 
     async def _guard_execute_record(self, action: CompiledAction, run: ActionRun) -> ActionOutcome:
         context = self.context_for(run)

@@ -61,6 +61,7 @@ TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
             _S.RUNTIME_FAILED,
         }
     ),
+    # RUNNING -> CANCELLED only for background work not yet claimed for dispatch (runtime.cancel).
     _S.RUNNING: frozenset(
         {
             _S.RUNNING,
@@ -68,6 +69,7 @@ TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
             _S.SUCCEEDED,
             _S.FAILED,
             _S.DENIED,
+            _S.CANCELLED,
             _S.RUNTIME_FAILED,
         }
     ),
@@ -167,6 +169,7 @@ class ActionRun(BaseModel):
     duplicate_scope: DuplicateScope | None = None
     duplicate_of: str | None = None
     result: ExecutionResult | None = None
+    dispatched_at: datetime | None = None
     deadline_at: datetime | None = None
     created_at: datetime
     updated_at: datetime

@@ -302,7 +302,7 @@ class Runtime(Pipeline):
                     code=Code.POLICY_DENIED,
                     message="Only the proposer or an approver of this run may cancel it.",
                 )
-            if run.status not in _CANCELLABLE:
+            if run.status not in _CANCELLABLE and not self._queued(run):
                 return outcome_of(
                     run,
                     code=Code.ACTION_RUN_NOT_CANCELLABLE_WHILE_RUNNING,
@@ -315,6 +315,15 @@ class Runtime(Pipeline):
             if outcome is not None:
                 return outcome
         raise RuntimeError(f"cancel on {run_id}: too much contention")
+
+    @staticmethod
+    def _queued(run: ActionRun) -> bool:
+        """Background work committed RUNNING but not yet claimed for dispatch."""
+        return (
+            run.status is RunStatus.RUNNING
+            and run.executor_mode == ExecutorMode.ASYNC
+            and run.dispatched_at is None
+        )
 
     @staticmethod
     def _may_cancel(run: ActionRun, principal: Principal) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 
@@ -41,14 +41,17 @@ class _ChangeNotifier:
         for loop, future in waiters:
             loop.call_soon_threadsafe(_resolve, future)
 
-    async def wait(self, run_id: str, timeout: float) -> None:
+    async def wait(self, run_id: str, timeout: float, changed: Callable[[], bool]) -> None:
+        """Wait for a notification about ``run_id``; ``changed`` is checked after registering,
+        so a change that lands between the caller's read and this wait is never missed."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
         entry = (loop, future)
         with self._lock:
             self._waiters.setdefault(run_id, []).append(entry)
         try:
-            await asyncio.wait_for(future, timeout)
+            if not changed():
+                await asyncio.wait_for(future, timeout)
         except TimeoutError:
             pass
         finally:
@@ -79,6 +82,9 @@ class InMemoryRunStore:
         self._notifier.notify(run.run_id)
 
     async def get(self, run_id: str) -> ActionRun | None:
+        return self._runs.get(run_id)
+
+    def peek(self, run_id: str) -> ActionRun | None:
         return self._runs.get(run_id)
 
     async def compare_and_set(self, expected_version: int, run: ActionRun) -> ActionRun | None:
@@ -238,10 +244,11 @@ class InMemoryStore:
         self.units_committed += 1
 
     async def wait_for_change(self, run_id: str, version: int, timeout: float) -> None:
-        current = await self.runs.get(run_id)
-        if current is not None and current.version != version:
-            return
-        await self._notifier.wait(run_id, timeout)
+        def changed() -> bool:
+            current = self.runs.peek(run_id)
+            return current is not None and current.version != version
+
+        await self._notifier.wait(run_id, timeout, changed)
 
     async def close(self) -> None:
         return None

@@ -18,8 +18,8 @@ from signoff import (
 from signoff.core.clock import ManualClock
 from signoff.core.compiled import ActionRegistry
 from signoff.core.definition import DenyRule, IdempotencySpec, PolicySpec
-from signoff.core.runtime import DecisionRequest, Runtime
 from signoff.core.run import ApprovalVote
+from signoff.core.runtime import DecisionRequest, Runtime
 from signoff.store.memory import InMemoryStore
 
 NO_APPROVAL = ApprovalSpec(when="false")

@@ -1,0 +1,166 @@
+"""Approval rules on the runtime side: eligibility, quorum, four-eyes, concurrency."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pytest
+
+from signoff import Channel, Code, ExecutionStatus, Principal
+from signoff.core.compiled import ActionRegistry
+from signoff.core.definition import ApprovalSpec
+from signoff.core.run import ActionRun, ApprovalVote, RunStatus
+from signoff.core.runtime import DecisionRequest, Runtime
+from signoff.store.memory import InMemoryRunStore, InMemoryStore
+from tests.helpers import (
+    LEAD,
+    LEAD2,
+    Recorder,
+    approve,
+    definition,
+    memory_runtime,
+    proposal,
+    reject,
+)
+
+LARGE = {"invoice_id": "INV-2", "amount": 5000}
+TWO_LEADS = ApprovalSpec(when="true", approver_roles=("billing-lead",), count=2)
+
+
+async def test_two_distinct_approvers_are_needed_when_count_is_two() -> None:
+    recorder = Recorder()
+    runtime = memory_runtime(definition(recorder, approval=TWO_LEADS))
+    pending = await runtime.propose(proposal(LARGE))
+    first = await runtime.decide(pending.run_id, "acme", approve(LEAD))
+    assert first.code == Code.APPROVAL_RECORDED
+    assert first.outcome is not None and first.outcome.status is ExecutionStatus.PENDING_APPROVAL
+    assert first.outcome.approval is not None and first.outcome.approval.approvals_received == 1
+    assert recorder.count == 0
+    second = await runtime.decide(pending.run_id, "acme", approve(LEAD2))
+    assert second.outcome is not None and second.outcome.status is ExecutionStatus.SUCCEEDED
+    assert recorder.count == 1
+
+
+async def test_a_repeated_decision_by_the_same_approver_counts_once() -> None:
+    recorder = Recorder()
+    runtime = memory_runtime(definition(recorder, approval=TWO_LEADS))
+    pending = await runtime.propose(proposal(LARGE))
+    await runtime.decide(pending.run_id, "acme", approve(LEAD))
+    repeat = await runtime.decide(pending.run_id, "acme", approve(LEAD))
+    assert repeat.code == Code.APPROVAL_ALREADY_DECIDED and not repeat.accepted
+    run = await runtime.load(pending.run_id)
+    assert run is not None and run.status is RunStatus.WAITING_APPROVAL
+    assert run.approval is not None and len(run.approval.decisions) == 1
+    assert recorder.count == 0
+
+
+async def test_the_proposer_never_approves_their_own_run() -> None:
+    recorder = Recorder()
+    proposer = Principal(id="lead-1", roles=("billing", "billing-lead"))
+    runtime = memory_runtime(definition(recorder))
+    pending = await runtime.propose(proposal(LARGE, principal=proposer))
+    own = await runtime.decide(pending.run_id, "acme", approve(proposer))
+    assert own.code == Code.APPROVER_NOT_ELIGIBLE
+    assert recorder.count == 0
+
+
+async def test_an_approver_without_a_listed_role_is_not_eligible() -> None:
+    runtime = memory_runtime(definition(Recorder()))
+    pending = await runtime.propose(proposal(LARGE))
+    clerk = Principal(id="clerk", roles=("billing",))
+    decision = await runtime.decide(pending.run_id, "acme", approve(clerk))
+    assert decision.code == Code.APPROVER_NOT_ELIGIBLE
+    rejection = await runtime.decide(pending.run_id, "acme", reject(clerk))
+    assert rejection.code == Code.APPROVER_NOT_ELIGIBLE
+    run = await runtime.load(pending.run_id)
+    assert run is not None and run.status is RunStatus.WAITING_APPROVAL
+
+
+async def test_one_rejection_ends_the_run_even_after_an_approval() -> None:
+    recorder = Recorder()
+    runtime = memory_runtime(definition(recorder, approval=TWO_LEADS))
+    pending = await runtime.propose(proposal(LARGE))
+    await runtime.decide(pending.run_id, "acme", approve(LEAD))
+    rejected = await runtime.decide(pending.run_id, "acme", reject(LEAD2, "suspicious"))
+    assert rejected.code == Code.APPROVAL_REJECTED
+    assert rejected.outcome is not None and rejected.outcome.message == "suspicious"
+    assert recorder.count == 0
+
+
+async def test_a_raised_approver_count_at_resume_keeps_the_run_waiting() -> None:
+    recorder = Recorder()
+    runtime = memory_runtime(definition(recorder))
+    pending = await runtime.propose(proposal(LARGE))
+    runtime.registry.replace([definition(recorder, approval=TWO_LEADS)])
+    first = await runtime.decide(pending.run_id, "acme", approve(LEAD))
+    assert first.code == Code.APPROVAL_RECORDED
+    second = await runtime.decide(pending.run_id, "acme", approve(LEAD2))
+    assert second.outcome is not None and second.outcome.code == Code.SUCCEEDED
+    assert recorder.count == 1
+
+
+async def test_decisions_record_who_when_why_and_through_which_channel() -> None:
+    runtime = memory_runtime(definition(Recorder(), approval=TWO_LEADS))
+    pending = await runtime.propose(proposal(LARGE))
+    await runtime.decide(
+        pending.run_id,
+        "acme",
+        DecisionRequest(
+            approver=LEAD, vote=ApprovalVote.APPROVE, reason="fine", channel=Channel.CLI, via="ops"
+        ),
+    )
+    run = await runtime.load(pending.run_id)
+    assert run is not None and run.approval is not None
+    (decision,) = run.approval.decisions
+    assert (decision.approver_id, decision.reason, decision.channel, decision.via) == (
+        "lead-1",
+        "fine",
+        "cli",
+        "ops",
+    )
+    assert decision.roles == ("billing-lead",)
+    assert decision.at == runtime.clock.now()
+
+
+class GatedRuns(InMemoryRunStore):
+    """Holds each thread's first compare-and-set at a barrier, so all start from one version."""
+
+    def __init__(self, barrier: threading.Barrier) -> None:
+        super().__init__()
+        self.barrier = barrier
+        self.local = threading.local()
+
+    async def compare_and_set(self, expected_version: int, run: ActionRun) -> ActionRun | None:
+        if not getattr(self.local, "passed", False):
+            self.local.passed = True
+            self.barrier.wait()
+        return await super().compare_and_set(expected_version, run)
+
+
+@pytest.mark.parametrize("repetition", range(5))
+def test_concurrent_approvers_dispatch_exactly_once(repetition: int) -> None:
+    contenders = 8
+    recorder = Recorder()
+    store = InMemoryStore()
+    store.runs = GatedRuns(threading.Barrier(contenders, timeout=10))
+    runtime = Runtime(ActionRegistry([definition(recorder)]), store)
+    store.runs.local.passed = True  # the proposal itself is not part of the race
+    pending = asyncio.run(runtime.propose(proposal(LARGE)))
+    results: list[Any] = []
+
+    def approver(index: int) -> None:
+        who = Principal(id=f"lead-{index}", roles=("billing-lead",))
+        results.append(asyncio.run(runtime.decide(pending.run_id, "acme", approve(who))))
+
+    threads = [threading.Thread(target=approver, args=(i,)) for i in range(contenders)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=20)
+    assert recorder.count == 1
+    assert sum(r.accepted for r in results) == 1
+    assert {r.code for r in results if not r.accepted} == {Code.APPROVAL_NOT_PENDING}
+    final = asyncio.run(runtime.get(pending.run_id, "acme"))
+    assert final is not None and final.code == Code.SUCCEEDED

@@ -1,0 +1,200 @@
+"""Bearer JWTs for the HTTP surface: verify (HS256 secret, RS256 PEM key or JWKS file) and mint.
+
+Claims: ``sub`` (principal id), ``tenant``, ``roles`` (a list, or a comma/space separated string),
+``exp`` (required). ``aud`` and ``iss`` are checked when configured. One algorithm family per
+deployment, fixed by the key material, so a token can never pick its own verification algorithm.
+
+Environment (``JwtConfig.from_env``)::
+
+    SIGNOFF_JWT_SECRET       HS256 shared secret (at least 32 bytes)
+    SIGNOFF_JWT_PUBLIC_KEY   path to an RS256 public key (PEM)
+    SIGNOFF_JWT_JWKS         path to a JWKS file (RS256 keys, chosen by ``kid``)
+    SIGNOFF_JWT_AUDIENCE     expected ``aud`` (optional)
+    SIGNOFF_JWT_ISSUER       expected ``iss`` (optional; also advertised as the authorization server)
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jwt
+from mcp.server.auth.provider import AccessToken
+
+from signoff.surfaces.mcp.identity import IdentityError, caller_from_claims
+
+MIN_SECRET_BYTES = 32
+_CLOCK_LEEWAY_SECONDS = 5
+
+
+class JwtConfigError(ValueError):
+    """The key configuration is missing, contradictory or unreadable."""
+
+
+@dataclass(frozen=True)
+class JwtConfig:
+    """Key material and the optional audience/issuer checks."""
+
+    secret: str | None = None
+    public_key_pem: str | None = None
+    jwks: Mapping[str, Any] | None = None
+    audience: str | None = None
+    issuer: str | None = None
+
+    def __post_init__(self) -> None:
+        given = [x is not None for x in (self.secret, self.public_key_pem, self.jwks)]
+        if sum(given) != 1:
+            raise JwtConfigError(
+                "configure exactly one of SIGNOFF_JWT_SECRET, SIGNOFF_JWT_PUBLIC_KEY, SIGNOFF_JWT_JWKS"
+            )
+        if self.secret is not None and len(self.secret.encode()) < MIN_SECRET_BYTES:
+            raise JwtConfigError(f"SIGNOFF_JWT_SECRET must be at least {MIN_SECRET_BYTES} bytes")
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> JwtConfig | None:
+        """The configuration the environment describes, or ``None`` when it names no key."""
+        secret = env.get("SIGNOFF_JWT_SECRET") or None
+        key_path = env.get("SIGNOFF_JWT_PUBLIC_KEY") or None
+        jwks_path = env.get("SIGNOFF_JWT_JWKS") or None
+        if secret is None and key_path is None and jwks_path is None:
+            return None
+        return cls(
+            secret=secret,
+            public_key_pem=_read(key_path, "SIGNOFF_JWT_PUBLIC_KEY") if key_path else None,
+            jwks=json.loads(_read(jwks_path, "SIGNOFF_JWT_JWKS")) if jwks_path else None,
+            audience=env.get("SIGNOFF_JWT_AUDIENCE") or None,
+            issuer=env.get("SIGNOFF_JWT_ISSUER") or None,
+        )
+
+
+def _read(path: str, name: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError as exc:
+        raise JwtConfigError(f"{name}: cannot read {path}: {exc.strerror}") from exc
+
+
+class JwtVerifier:
+    """A ``TokenVerifier`` (MCP SDK protocol): a valid token becomes an ``AccessToken``.
+
+    Anything else — bad signature, wrong algorithm, expired, missing or malformed claims — is
+    ``None``, which the bearer middleware answers with 401.
+    """
+
+    def __init__(self, config: JwtConfig) -> None:
+        self.config = config
+        self._keys: dict[str | None, Any] = {}
+        if config.secret is not None:
+            self._algorithm = "HS256"
+            self._keys[None] = config.secret
+        else:
+            self._algorithm = "RS256"
+            if config.public_key_pem is not None:
+                self._keys[None] = _load_pem(config.public_key_pem)
+            else:
+                assert config.jwks is not None
+                self._keys.update(_load_jwks(config.jwks))
+
+    def _key_for(self, token: str) -> Any | None:
+        if None in self._keys and len(self._keys) == 1:
+            return self._keys[None]
+        kid = jwt.get_unverified_header(token).get("kid")
+        if kid is None and len(self._keys) == 1:
+            return next(iter(self._keys.values()))
+        return self._keys.get(kid)
+
+    def decode(self, token: str) -> dict[str, Any] | None:
+        """The verified claims, or ``None``."""
+        try:
+            key = self._key_for(token)
+            if key is None:
+                return None
+            claims: dict[str, Any] = jwt.decode(
+                token,
+                key,
+                algorithms=[self._algorithm],
+                audience=self.config.audience,
+                issuer=self.config.issuer,
+                leeway=_CLOCK_LEEWAY_SECONDS,
+                options={"require": ["exp", "sub"], "verify_aud": self.config.audience is not None},
+            )
+        except jwt.PyJWTError:
+            return None
+        try:
+            caller_from_claims(claims)
+        except IdentityError:
+            return None
+        return claims
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        claims = self.decode(token)
+        if claims is None:
+            return None
+        return AccessToken(
+            token=token,
+            client_id=str(claims.get("client_id") or claims.get("azp") or claims["sub"]),
+            scopes=_scopes(claims),
+            expires_at=int(claims["exp"]),
+            subject=str(claims["sub"]),
+            claims=claims,
+        )
+
+
+def _scopes(claims: Mapping[str, Any]) -> list[str]:
+    scope = claims.get("scope")
+    return scope.split() if isinstance(scope, str) else []
+
+
+def _load_pem(pem: str) -> Any:
+    from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey
+    from cryptography.hazmat.primitives.serialization import load_pem_public_key
+
+    try:
+        key = load_pem_public_key(pem.encode())
+    except ValueError as exc:
+        raise JwtConfigError(f"SIGNOFF_JWT_PUBLIC_KEY is not a PEM public key: {exc}") from exc
+    if not isinstance(key, RSAPublicKey):
+        raise JwtConfigError("SIGNOFF_JWT_PUBLIC_KEY must be an RSA public key (RS256)")
+    return key
+
+
+def _load_jwks(document: Mapping[str, Any]) -> dict[str | None, Any]:
+    try:
+        keyset = jwt.PyJWKSet.from_dict(dict(document))
+    except jwt.PyJWTError as exc:
+        raise JwtConfigError(f"SIGNOFF_JWT_JWKS is not a usable JWKS: {exc}") from exc
+    keys = {key.key_id: key.key for key in keyset.keys if key.key_type == "RSA"}
+    if not keys:
+        raise JwtConfigError("SIGNOFF_JWT_JWKS holds no RSA key")
+    return keys
+
+
+def issue_token(
+    secret: str,
+    subject: str,
+    tenant: str,
+    roles: Sequence[str],
+    *,
+    ttl_seconds: int = 3600,
+    audience: str | None = None,
+    issuer: str | None = None,
+    now: float | None = None,
+) -> str:
+    """An HS256 token for demos and tests (production tokens come from your identity provider)."""
+    issued = int(now if now is not None else time.time())
+    claims: dict[str, Any] = {
+        "sub": subject,
+        "tenant": tenant,
+        "roles": list(roles),
+        "iat": issued,
+        "exp": issued + ttl_seconds,
+    }
+    if audience is not None:
+        claims["aud"] = audience
+    if issuer is not None:
+        claims["iss"] = issuer
+    return jwt.encode(claims, secret, algorithm="HS256")

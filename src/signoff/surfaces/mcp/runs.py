@@ -1,0 +1,83 @@
+"""Reads and cancellation behind ``signoff.get_run`` / ``cancel_run`` / ``list_runs``.
+
+Every query is scoped to the caller's tenant; a run of another tenant answers exactly like a run
+that does not exist (``ACTION_RUN_NOT_FOUND``).
+"""
+
+from __future__ import annotations
+
+from signoff.core.codes import ExecutionStatus
+from signoff.core.outcomes import outcome_of
+from signoff.core.results import ActionOutcome
+from signoff.core.run import NON_TERMINAL_STATUSES, ActionRun, RunStatus
+from signoff.core.runtime import Runtime
+from signoff.surfaces.mcp.identity import Caller
+from signoff.surfaces.mcp.tools import MAX_WAIT_SECONDS, RunList
+
+# Stored lifecycle states a run shown with a given status can be in: a superset, narrowed by
+# comparing each run's outcome, so the table only has to be generous, never exact.
+_FINAL_ERRORS = {RunStatus.FAILED, RunStatus.DENIED, RunStatus.EXPIRED, RunStatus.RUNTIME_FAILED}
+_CANDIDATES: dict[ExecutionStatus, frozenset[RunStatus]] = {
+    ExecutionStatus.SUCCEEDED: frozenset({RunStatus.SUCCEEDED}),
+    ExecutionStatus.FAILED: frozenset(_FINAL_ERRORS),
+    ExecutionStatus.DENIED: frozenset(_FINAL_ERRORS),
+    ExecutionStatus.VALIDATION_FAILED: frozenset(_FINAL_ERRORS),
+    ExecutionStatus.CANCELLED: frozenset({RunStatus.CANCELLED}),
+    ExecutionStatus.PENDING_APPROVAL: frozenset({RunStatus.WAITING_APPROVAL}),
+    ExecutionStatus.ACCEPTED: NON_TERMINAL_STATUSES,
+}
+_MAX_PAGES = 10
+
+
+class RunQueries:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    async def get(self, caller: Caller, run_id: str, wait_seconds: float = 0) -> ActionOutcome:
+        """The run's outcome; with ``wait_seconds`` it first waits (woken by the change itself)."""
+        wait = min(max(wait_seconds, 0.0), float(MAX_WAIT_SECONDS))
+        if wait > 0:
+            outcome = await self.runtime.wait(run_id, caller.tenant_id, wait)
+        else:
+            outcome = await self.runtime.get(run_id, caller.tenant_id)
+        return outcome if outcome is not None else Runtime.not_found(run_id)
+
+    async def cancel(self, caller: Caller, run_id: str) -> ActionOutcome:
+        return await self.runtime.cancel(run_id, caller.tenant_id, caller.principal)
+
+    async def list(
+        self, caller: Caller, *, status: str | None, limit: int, before: str | None
+    ) -> RunList:
+        """Newest first. With ``status``, pages through the store until ``limit`` runs match."""
+        wanted = ExecutionStatus(status) if status is not None else None
+        statuses = sorted(_CANDIDATES[wanted]) if wanted is not None else None
+        found: list[ActionOutcome] = []
+        cursor = before
+        exhausted = False
+        for _ in range(_MAX_PAGES):
+            async with self.runtime.store.unit() as unit:
+                page = await unit.runs.list(
+                    tenant_id=caller.tenant_id,
+                    statuses=statuses,
+                    limit=limit,
+                    before_run_id=cursor,
+                )
+            for run in page:
+                cursor = run.run_id
+                outcome = await self._current(run, caller)
+                if outcome is not None and (wanted is None or outcome.status is wanted):
+                    found.append(outcome)
+                    if len(found) == limit:
+                        break
+            if len(page) < limit:
+                exhausted = True
+                break
+            if len(found) == limit or wanted is None:
+                break
+        return RunList(runs=found, next_before=None if exhausted else cursor)
+
+    async def _current(self, run: ActionRun, caller: Caller) -> ActionOutcome | None:
+        if run.status is RunStatus.WAITING_APPROVAL:
+            # Through the runtime, so an approval past its deadline reads as expired.
+            return await self.runtime.get(run.run_id, caller.tenant_id)
+        return outcome_of(run)

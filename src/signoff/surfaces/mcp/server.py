@@ -1,0 +1,290 @@
+"""``SignoffMCP``: a low-level MCP ``Server`` over a ``Runtime`` — every action a tool.
+
+A tool call becomes an ``ActionProposal`` (identity from the session, ``channel=mcp``,
+``proposer_type=agent``, ``idempotency_key`` lifted out of the arguments) and the pipeline's
+``ActionOutcome`` comes back as the tool result. The SDK validates nothing against the advertised
+schemas, so a malformed call still reaches the pipeline and gets a run, a code and an audit entry.
+Domain refusals are tool results with ``is_error``; only protocol faults (no identity, an
+unreadable resource URI) are JSON-RPC errors.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import mcp_types as types
+from jsonschema import Draft202012Validator
+from mcp.server.connection import Connection
+from mcp.server.context import HandlerResult, ServerRequestContext
+from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.models import InitializationOptions
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import BaseModel
+
+from signoff import __version__
+from signoff.core.compiled import ActionRegistry
+from signoff.core.identity import Channel, ProposerType
+from signoff.core.proposal import ActionProposal
+from signoff.core.results import ActionOutcome
+from signoff.core.runtime import Runtime
+from signoff.surfaces.mcp import tools
+from signoff.surfaces.mcp.identity import Caller, Identify
+from signoff.surfaces.mcp.runs import RunQueries
+
+logger = logging.getLogger(__name__)
+
+INSTRUCTIONS = (
+    "signoff governs business actions. Each tool proposes one action; the result says what "
+    "happened: status (SUCCEEDED, FAILED, DENIED, VALIDATION_FAILED, PENDING_APPROVAL, "
+    "ACCEPTED, CANCELLED), a stable code and a retry disposition. PENDING_APPROVAL and ACCEPTED "
+    "are not final: follow them with signoff.get_run (wait_seconds up to 30). Decide on "
+    "status/code/retry, not on the message. Retry only with the same idempotency_key."
+)
+
+Builtin = Callable[[Caller, dict[str, Any]], Awaitable[tuple[BaseModel, bool]]]
+
+
+class _Server(Server[Any]):
+    """Advertises ``tools.listChanged`` on every transport (the HTTP session manager builds
+    its initialisation options itself)."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        return super().create_initialization_options(
+            notification_options or NotificationOptions(tools_changed=True),
+            experimental_capabilities,
+            extensions,
+        )
+
+
+class SignoffMCP:
+    """The MCP surface of one runtime. ``identify`` says who each request comes from."""
+
+    def __init__(self, runtime: Runtime, identify: Identify, *, name: str = "signoff") -> None:
+        self.runtime = runtime
+        self._identify = identify
+        self._runs = RunQueries(runtime)
+        self._bus = InMemorySubscriptionBus()
+        self._legacy_connections: set[Connection] = set()
+        self._builtin_tools = {tool.name: tool for tool in tools.builtin_tools()}
+        self._builtin_validators = {
+            name: Draft202012Validator(tool.input_schema)
+            for name, tool in self._builtin_tools.items()
+        }
+        self._builtins: dict[str, Builtin] = {
+            tools.GET_RUN: self._get_run,
+            tools.CANCEL_RUN: self._cancel_run,
+            tools.LIST_RUNS: self._list_runs,
+        }
+        self.server: Server[Any] = _Server(
+            name,
+            version=__version__,
+            title="signoff",
+            instructions=INSTRUCTIONS,
+            get_tool_input_schema=self._input_schema,
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+            on_list_resources=self._list_resources,
+            on_list_resource_templates=self._list_resource_templates,
+            on_read_resource=self._read_resource,
+            on_subscriptions_listen=ListenHandler(self._bus),
+        )
+        self.server.middleware.append(self._track_legacy_connection)
+
+    @property
+    def registry(self) -> ActionRegistry:
+        return self.runtime.registry
+
+    # ------------------------------------------------------------------ identity
+    def _caller(self, ctx: ServerRequestContext[Any, Any]) -> Caller:
+        caller = self._identify(ctx)
+        if caller is None:
+            raise MCPError(code=types.INVALID_REQUEST, message="Authentication required.")
+        return caller
+
+    # --------------------------------------------------------------------- tools
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        caller = self._caller(ctx)
+        listed = [
+            tools.action_tool(action)
+            for action in self.registry.all()
+            if tools.visible_to(action, caller.principal) and not self._shadowed(action.id)
+        ]
+        listed.extend(self._builtin_tools.values())
+        # The list depends on the caller's roles and on reloads: never cache it across callers.
+        return types.ListToolsResult(tools=listed, ttl_ms=0, cache_scope="private")
+
+    def _shadowed(self, action_id: str) -> bool:
+        if tools.is_builtin(action_id):
+            logger.warning("action %r uses the reserved signoff. prefix; not exposed", action_id)
+            return True
+        return False
+
+    def _input_schema(self, name: str) -> dict[str, Any] | None:
+        """For the SDK's ``Mcp-Param-*`` header check only (no argument validation happens)."""
+        if name in self._builtin_tools:
+            return self._builtin_tools[name].input_schema
+        action = self.registry.resolve(name)
+        return action.definition.input_schema if action is not None else None
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        caller = self._caller(ctx)
+        arguments = dict(params.arguments or {})
+        builtin = self._builtins.get(params.name)
+        if builtin is not None:
+            errors = sorted(
+                self._builtin_validators[params.name].iter_errors(arguments), key=lambda e: e.path
+            )
+            if errors:
+                where = "/" + "/".join(str(p) for p in errors[0].absolute_path)
+                refusal = tools.invalid_arguments(params.name, f"{where}: {errors[0].message}")
+                if params.name == tools.LIST_RUNS:
+                    listing = tools.RunList(runs=[], code=refusal.code, message=refusal.message)
+                    return _tool_result(listing, is_error=True)
+                return _tool_result(refusal, is_error=True)
+            model, is_error = await builtin(caller, arguments)
+            return _tool_result(model, is_error=is_error)
+        outcome = await self.propose(caller, params.name, arguments)
+        return _tool_result(outcome, is_error=outcome.is_error)
+
+    async def propose(
+        self, caller: Caller, action_id: str, arguments: dict[str, Any]
+    ) -> ActionOutcome:
+        """Hand one tool call to the pipeline; the runtime finishes it even if the client leaves."""
+        if len(action_id) > 255:
+            raise MCPError(code=types.INVALID_PARAMS, message="Unknown tool.")
+        key = arguments.pop(tools.IDEMPOTENCY_KEY, None)
+        if key is not None and not isinstance(key, str):
+            # Not a string: hand over a key the contract can never accept, so the pipeline
+            # records the refusal (IDEMPOTENCY_KEY_INVALID) like any other invalid call.
+            key = ""
+        proposal = ActionProposal(
+            action_id=action_id,
+            input=arguments,
+            principal=caller.principal,
+            tenant_id=caller.tenant_id,
+            channel=Channel.MCP,
+            proposer_type=ProposerType.AGENT,
+            idempotency_key=key,
+        )
+        return await self.runtime.propose(proposal)
+
+    async def _get_run(self, caller: Caller, arguments: dict[str, Any]) -> tuple[BaseModel, bool]:
+        outcome = await self._runs.get(
+            caller, arguments["run_id"], float(arguments.get("wait_seconds", 0))
+        )
+        return outcome, outcome.is_error
+
+    async def _cancel_run(
+        self, caller: Caller, arguments: dict[str, Any]
+    ) -> tuple[BaseModel, bool]:
+        outcome = await self._runs.cancel(caller, arguments["run_id"])
+        return outcome, outcome.is_error
+
+    async def _list_runs(self, caller: Caller, arguments: dict[str, Any]) -> tuple[BaseModel, bool]:
+        listing = await self._runs.list(
+            caller,
+            status=arguments.get("status"),
+            limit=int(arguments.get("limit", 20)),
+            before=arguments.get("before"),
+        )
+        return listing, False
+
+    # ----------------------------------------------------------------- resources
+    async def _list_resources(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        caller = self._caller(ctx)
+        listing = await self._runs.list(caller, status=None, limit=20, before=None)
+        resources = [
+            types.Resource(
+                uri=tools.RUN_URI_PREFIX + outcome.run_id,
+                name=f"run {outcome.run_id}",
+                title=f"{outcome.action}: {outcome.status}",
+                mime_type="application/json",
+            )
+            for outcome in listing.runs
+        ]
+        return types.ListResourcesResult(resources=resources, ttl_ms=0, cache_scope="private")
+
+    async def _list_resource_templates(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        self._caller(ctx)
+        template = types.ResourceTemplate(
+            name="run",
+            title="A signoff run",
+            uri_template=tools.RUN_URI_TEMPLATE,
+            description="The current outcome of one run in your tenant (same object as signoff.get_run).",
+            mime_type="application/json",
+        )
+        return types.ListResourceTemplatesResult(resource_templates=[template])
+
+    async def _read_resource(
+        self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        caller = self._caller(ctx)
+        uri = str(params.uri)
+        run_id = (
+            uri.removeprefix(tools.RUN_URI_PREFIX) if uri.startswith(tools.RUN_URI_PREFIX) else ""
+        )
+        outcome = await self.runtime.get(run_id, caller.tenant_id) if run_id else None
+        if outcome is None:
+            # A run of another tenant reads exactly like one that does not exist.
+            raise MCPError(
+                code=types.INVALID_PARAMS, message="Resource not found.", data={"uri": uri}
+            )
+        text = outcome.model_dump_json()
+        contents = types.TextResourceContents(uri=uri, mime_type="application/json", text=text)
+        return types.ReadResourceResult(contents=[contents], ttl_ms=0, cache_scope="private")
+
+    # -------------------------------------------------------- tools/list_changed
+    async def _track_legacy_connection(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        call_next: Callable[[ServerRequestContext[Any, Any]], Awaitable[HandlerResult]],
+    ) -> HandlerResult:
+        """Remember handshake-era connections so a reload can tell them the tools changed.
+
+        2026-07-28 clients subscribe with ``subscriptions/listen`` instead (the bus). The SDK has
+        no public hook for "a connection opened", so this reads the session's connection.
+        """
+        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            connection = getattr(ctx.session, "_connection", None)
+            if (
+                isinstance(connection, Connection)
+                and connection.has_standalone_channel
+                and connection not in self._legacy_connections
+            ):
+                self._legacy_connections.add(connection)
+                connection.exit_stack.callback(self._legacy_connections.discard, connection)
+        return await call_next(ctx)
+
+    async def notify_tools_changed(self) -> None:
+        """Tell connected clients to re-list tools (call after the registry was reloaded)."""
+        await self._bus.publish(ToolsListChanged())
+        for connection in list(self._legacy_connections):
+            await connection.notify("notifications/tools/list_changed", None)
+
+
+def _tool_result(model: BaseModel, *, is_error: bool) -> types.CallToolResult:
+    data = model.model_dump(mode="json")
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)],
+        structured_content=data,
+        is_error=is_error,
+    )

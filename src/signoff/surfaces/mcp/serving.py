@@ -1,0 +1,50 @@
+"""Run the MCP surface: one stdio connection, or uvicorn serving the HTTP app."""
+
+from __future__ import annotations
+
+import socket
+
+import uvicorn
+from mcp.server.stdio import stdio_server
+from starlette.types import ASGIApp
+
+from signoff.core.runtime import Runtime
+from signoff.surfaces.mcp.identity import Caller, fixed_identity
+from signoff.surfaces.mcp.server import SignoffMCP
+
+
+async def serve_stdio(runtime: Runtime, caller: Caller) -> None:
+    """Serve one client on stdin/stdout as ``caller`` until it closes the pipe."""
+    surface = SignoffMCP(runtime, fixed_identity(caller))
+    async with stdio_server() as (read_stream, write_stream):
+        await surface.server.run(
+            read_stream, write_stream, surface.server.create_initialization_options()
+        )
+
+
+def uvicorn_server(
+    app: ASGIApp, host: str, port: int, *, log_level: str = "info"
+) -> uvicorn.Server:
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        lifespan="on",
+        ws="none",
+        proxy_headers=False,
+        server_header=False,
+    )
+    return uvicorn.Server(config)
+
+
+async def serve_http(
+    app: ASGIApp,
+    host: str,
+    port: int,
+    *,
+    log_level: str = "info",
+    sockets: list[socket.socket] | None = None,
+) -> None:
+    """Serve ``app`` until interrupted (Ctrl-C / SIGTERM)."""
+    await uvicorn_server(app, host, port, log_level=log_level).serve(sockets=sockets)

@@ -1,0 +1,115 @@
+"""Rows to values and back. Runs and results travel as the pydantic JSON of the core models."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from pydantic_core import from_json, to_json
+
+from signoff.core.ports import AuditEvent, DuplicateEntry, DuplicateState
+from signoff.core.results import ExecutionResult
+from signoff.core.run import ActionRun, DuplicateScope
+
+
+def scope_hash(scope: DuplicateScope) -> str:
+    """The duplicate table's key: SHA-256 of the four scope parts, unambiguous in any content."""
+    parts = [scope.tenant_id, scope.action_id, scope.idempotency_key, scope.visibility]
+    blob = json.dumps(parts, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def run_values(run: ActionRun) -> dict[str, Any]:
+    """Every column of a run row."""
+    return {
+        "run_id": run.run_id,
+        "tenant_id": run.tenant_id,
+        "action_id": run.action_id,
+        "status": str(run.status),
+        "version": run.version,
+        "principal_id": run.principal.id,
+        "idempotency_key": run.idempotency_key,
+        "created_at": run.created_at,
+        "updated_at": run.updated_at,
+        "data": run.model_dump_json(),
+    }
+
+
+def run_from_data(data: str) -> ActionRun:
+    return ActionRun.model_validate_json(data)
+
+
+def duplicate_values(
+    scope: DuplicateScope, owner_run_id: str, input_hash: str, now: datetime
+) -> dict[str, Any]:
+    """The row of a fresh RUNNING reservation."""
+    return {
+        "scope_hash": scope_hash(scope),
+        "tenant_id": scope.tenant_id,
+        "action_id": scope.action_id,
+        "idempotency_key": scope.idempotency_key,
+        "visibility": scope.visibility,
+        "owner_run_id": owner_run_id,
+        "state": DuplicateState.RUNNING.value,
+        "input_hash": input_hash,
+        "result": None,
+        "created_at": now,
+        "completed_at": None,
+    }
+
+
+def duplicate_from_row(row: Mapping[Any, Any]) -> DuplicateEntry:
+    result = row["result"]
+    return DuplicateEntry(
+        scope=DuplicateScope(
+            tenant_id=row["tenant_id"],
+            action_id=row["action_id"],
+            idempotency_key=row["idempotency_key"],
+            visibility=row["visibility"],
+        ),
+        owner_run_id=row["owner_run_id"],
+        state=DuplicateState(row["state"]),
+        input_hash=row["input_hash"],
+        result=ExecutionResult.model_validate_json(result) if result is not None else None,
+        created_at=row["created_at"],
+        completed_at=row["completed_at"],
+    )
+
+
+def result_json(result: ExecutionResult) -> str:
+    return result.model_dump_json()
+
+
+def audit_values(event: AuditEvent) -> dict[str, Any]:
+    """An audit row; ``seq`` is assigned by the database."""
+    return {
+        "run_id": event.run_id,
+        "tenant_id": event.tenant_id,
+        "kind": event.kind,
+        "at": event.at,
+        "actor": event.actor,
+        "status": event.status,
+        "code": event.code,
+        # Lenient on purpose: an odd value in an audit detail must not fail the unit of work.
+        "data": to_json(event.data, serialize_unknown=True).decode()
+        if event.data is not None
+        else None,
+    }
+
+
+def audit_from_row(row: Mapping[Any, Any]) -> AuditEvent:
+    data = row["data"]
+    return AuditEvent(
+        run_id=row["run_id"],
+        tenant_id=row["tenant_id"],
+        kind=row["kind"],
+        at=row["at"],
+        actor=row["actor"],
+        status=row["status"],
+        code=row["code"],
+        data=from_json(data) if data is not None else None,
+        seq=row["seq"],
+    )

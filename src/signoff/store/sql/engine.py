@@ -1,0 +1,97 @@
+"""Async engines per dialect, set up for signoff's access pattern.
+
+- SQLite (``sqlite+aiosqlite``): WAL journal, ``busy_timeout`` and ``synchronous=FULL`` on every
+  connection. Readers never block the writer and vice versa, but SQLite allows ONE writer at a
+  time per database file: concurrent units of work queue on the write lock (up to the busy
+  timeout) instead of running in parallel. Every unit of work starts with its write when it
+  writes at all, so a queued writer waits and then proceeds rather than failing. Good for one
+  server process or a few on one machine; use PostgreSQL for real concurrency.
+- PostgreSQL (``postgresql+asyncpg``): READ COMMITTED (the default); asyncpg prepares and
+  caches each statement per connection.
+- MySQL/MariaDB (``mysql+aiomysql``): READ COMMITTED, so a reserve that lost the insert race
+  reads the winner's committed row, and InnoDB takes no gap locks; ``utf8mb4``.
+
+URLs without an async driver get the default one (``postgresql://`` becomes
+``postgresql+asyncpg://``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from signoff.store.errors import UnsupportedDatabase
+
+SQLITE_BUSY_TIMEOUT_MS = 10_000
+_ASYNC_DRIVERS = {
+    "sqlite": ("aiosqlite",),
+    "postgresql": ("asyncpg",),
+    "mysql": ("aiomysql", "asyncmy"),
+    "mariadb": ("aiomysql", "asyncmy"),
+}
+_DEFAULT_DRIVER = {
+    "sqlite": "aiosqlite",
+    "postgresql": "asyncpg",
+    "mysql": "aiomysql",
+    "mariadb": "aiomysql",
+}
+
+
+def normalize_url(url: str | URL) -> URL:
+    """Parse ``url`` and put in the default async driver when none is named."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise UnsupportedDatabase(f"not a database URL: {url!r}") from exc
+    backend = parsed.get_backend_name()
+    if backend not in _ASYNC_DRIVERS:
+        raise UnsupportedDatabase(
+            f"unsupported database {backend!r}: use sqlite+aiosqlite, postgresql+asyncpg "
+            "or mysql+aiomysql"
+        )
+    if "+" not in parsed.drivername:
+        parsed = parsed.set(drivername=f"{backend}+{_DEFAULT_DRIVER[backend]}")
+    driver = parsed.get_driver_name()
+    if driver not in _ASYNC_DRIVERS[backend]:
+        raise UnsupportedDatabase(
+            f"{backend}+{driver} is not an async driver; use {backend}+{_DEFAULT_DRIVER[backend]}"
+        )
+    if backend == "sqlite" and parsed.database in (None, "", ":memory:"):
+        raise UnsupportedDatabase(
+            "an in-memory SQLite database cannot be shared between connections; "
+            "use a file (sqlite+aiosqlite:///signoff.db) or memory://"
+        )
+    return parsed
+
+
+def create_engine(url: str | URL, *, pool_size: int = 10, max_overflow: int = 30) -> AsyncEngine:
+    """An engine for ``url``. The pool bounds how many units of work run at once."""
+    parsed = normalize_url(url)
+    backend = parsed.get_backend_name()
+    options: dict[str, Any] = {"pool_size": pool_size, "max_overflow": max_overflow}
+    if backend == "sqlite":
+        engine = create_async_engine(parsed, **options)
+        event.listen(engine.sync_engine, "connect", _configure_sqlite)
+        return engine
+    # Servers close idle connections (MySQL's wait_timeout); recycle well before that.
+    options["pool_recycle"] = 1800
+    if backend in ("mysql", "mariadb"):
+        options["isolation_level"] = "READ COMMITTED"
+        if "charset" not in parsed.query:
+            options["connect_args"] = {"charset": "utf8mb4"}
+    return create_async_engine(parsed, **options)
+
+
+def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    try:
+        # busy_timeout first: switching the journal mode itself may have to wait for a lock.
+        cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA synchronous = FULL")
+    finally:
+        cursor.close()

@@ -1,0 +1,82 @@
+"""``RunStore`` over ``signoff_runs``: create never overwrites; compare-and-set is one UPDATE."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import sqlalchemy as sa
+
+from signoff.core.ports import RunAlreadyExists
+from signoff.core.run import ActionRun, RunStatus
+from signoff.store.sql.codec import run_from_data, run_values
+from signoff.store.sql.tables import runs
+
+if TYPE_CHECKING:
+    from signoff.store.sql.unit import SqlUnit
+
+
+class SqlRunStore:
+    __slots__ = ("_unit",)
+
+    def __init__(self, unit: SqlUnit) -> None:
+        self._unit = unit
+
+    async def create(self, run: ActionRun) -> None:
+        unit = self._unit
+        if not await unit.insert_or_nothing(unit.sql.insert_run, run_values(run)):
+            raise RunAlreadyExists(run.run_id)
+        unit.changed_runs.append(run.run_id)
+
+    async def get(self, run_id: str) -> ActionRun | None:
+        result = await self._unit.read(self._unit.sql.get_run, {"b_run_id": run_id})
+        data = result.scalar_one_or_none()
+        if data is None:
+            return None
+        run = run_from_data(data)
+        # MySQL compares with trailing-space padding; an id must match exactly.
+        return run if run.run_id == run_id else None
+
+    async def compare_and_set(self, expected_version: int, run: ActionRun) -> ActionRun | None:
+        """``UPDATE ... SET version = :v + 1 WHERE run_id = :id AND version = :v AND status NOT IN
+        (terminal)``: exactly one writer per version gets row count 1; ``None`` for the others."""
+        unit = self._unit
+        stored = run.model_copy(update={"version": expected_version + 1})
+        result = await unit.write(
+            unit.sql.compare_and_set,
+            {
+                "b_run_id": run.run_id,
+                "b_expected": expected_version,
+                "b_status": str(stored.status),
+                "b_updated_at": stored.updated_at,
+                "b_data": stored.model_dump_json(),
+            },
+        )
+        if result.rowcount != 1:
+            return None
+        unit.changed_runs.append(run.run_id)
+        return stored
+
+    async def list(
+        self,
+        tenant_id: str | None = None,
+        statuses: Sequence[RunStatus] | None = None,
+        limit: int = 100,
+        before_run_id: str | None = None,
+    ) -> list[ActionRun]:
+        """Newest first (run ids are time-ordered UUIDv7)."""
+        if limit <= 0:
+            return []
+        query = sa.select(runs.c.data)
+        if tenant_id is not None:
+            query = query.where(runs.c.tenant_id == tenant_id)
+        if statuses:
+            query = query.where(runs.c.status.in_(sorted({str(s) for s in statuses})))
+        if before_run_id is not None:
+            query = query.where(runs.c.run_id < before_run_id)
+        query = query.order_by(runs.c.run_id.desc()).limit(limit)
+        result = await self._unit.read(query)
+        found = [run_from_data(data) for data in result.scalars()]
+        if tenant_id is None:
+            return found
+        return [run for run in found if run.tenant_id == tenant_id]

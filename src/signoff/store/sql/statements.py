@@ -1,0 +1,113 @@
+"""Every statement the stores run, built once per dialect so SQLAlchemy compiles each once.
+
+Insert-or-nothing is what decides a race, so it must never abort the surrounding transaction:
+PostgreSQL and SQLite use ``INSERT ... ON CONFLICT DO NOTHING`` and read the row count. MySQL has
+no such clause that keeps a usable row count (``ON DUPLICATE KEY UPDATE`` reports 1 for a no-op
+under the FOUND_ROWS flag SQLAlchemy sets, and ``INSERT IGNORE`` also silences truncation), so
+there a plain ``INSERT`` is used: MySQL rolls back only the failed statement on a duplicate key,
+never the transaction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.sql.dml import Delete, Insert, Update
+from sqlalchemy.sql.selectable import Select
+
+from signoff.core.ports import DuplicateState
+from signoff.core.run import TERMINAL_STATUSES
+from signoff.store.sql.tables import audit_events, duplicates, runs
+
+_TERMINAL = sorted(str(status) for status in TERMINAL_STATUSES)
+_RUNNING = DuplicateState.RUNNING.value
+_COMPLETED = DuplicateState.COMPLETED.value
+
+
+@dataclass(frozen=True, slots=True)
+class Statements:
+    # True: ``insert_*`` ignore a conflict and report it as row count 0 (PostgreSQL, SQLite).
+    # False: they raise a duplicate-key error that leaves the transaction usable (MySQL).
+    conflict_free_inserts: bool
+    insert_run: Insert
+    get_run: Select[Any]
+    run_version: Select[Any]
+    compare_and_set: Update
+    insert_duplicate: Insert
+    get_duplicate: Select[Any]
+    complete_duplicate: Update
+    release_duplicate: Delete
+    purge_duplicates: Delete
+    insert_audit: Insert
+    audit_for_run: Select[Any]
+
+
+def statements_for(dialect: str) -> Statements:
+    insert_run: Insert
+    insert_duplicate: Insert
+    if dialect == "postgresql":
+        insert_run = postgresql.insert(runs).on_conflict_do_nothing(index_elements=["run_id"])
+        insert_duplicate = postgresql.insert(duplicates).on_conflict_do_nothing(
+            index_elements=["scope_hash"]
+        )
+    elif dialect == "sqlite":
+        insert_run = sqlite.insert(runs).on_conflict_do_nothing(index_elements=["run_id"])
+        insert_duplicate = sqlite.insert(duplicates).on_conflict_do_nothing(
+            index_elements=["scope_hash"]
+        )
+    else:
+        insert_run = sa.insert(runs)
+        insert_duplicate = sa.insert(duplicates)
+
+    expected = sa.bindparam("b_expected", type_=sa.Integer())
+    compare_and_set = (
+        sa.update(runs)
+        .where(
+            runs.c.run_id == sa.bindparam("b_run_id"),
+            runs.c.version == expected,
+            # Literals, not an expanding IN: the statement text stays the same for every call.
+            runs.c.status.not_in([sa.literal_column(f"'{s}'") for s in _TERMINAL]),
+        )
+        .values(
+            status=sa.bindparam("b_status"),
+            version=expected + 1,
+            updated_at=sa.bindparam("b_updated_at", type_=runs.c.updated_at.type),
+            data=sa.bindparam("b_data"),
+        )
+    )
+    owned_running = sa.and_(
+        duplicates.c.scope_hash == sa.bindparam("b_scope_hash"),
+        duplicates.c.owner_run_id == sa.bindparam("b_owner"),
+        duplicates.c.state == _RUNNING,
+    )
+    return Statements(
+        conflict_free_inserts=dialect in ("postgresql", "sqlite"),
+        insert_run=insert_run,
+        get_run=sa.select(runs.c.data).where(runs.c.run_id == sa.bindparam("b_run_id")),
+        run_version=sa.select(runs.c.version).where(runs.c.run_id == sa.bindparam("b_run_id")),
+        compare_and_set=compare_and_set,
+        insert_duplicate=insert_duplicate,
+        get_duplicate=sa.select(duplicates).where(
+            duplicates.c.scope_hash == sa.bindparam("b_scope_hash")
+        ),
+        complete_duplicate=sa.update(duplicates)
+        .where(owned_running)
+        .values(
+            state=_COMPLETED,
+            result=sa.bindparam("b_result"),
+            completed_at=sa.bindparam("b_completed_at", type_=duplicates.c.completed_at.type),
+        ),
+        release_duplicate=sa.delete(duplicates).where(owned_running),
+        purge_duplicates=sa.delete(duplicates).where(
+            duplicates.c.state == _COMPLETED,
+            duplicates.c.completed_at
+            < sa.bindparam("b_older_than", type_=duplicates.c.completed_at.type),
+        ),
+        insert_audit=sa.insert(audit_events),
+        audit_for_run=sa.select(audit_events)
+        .where(audit_events.c.run_id == sa.bindparam("b_run_id"))
+        .order_by(audit_events.c.seq),
+    )

@@ -1,0 +1,76 @@
+"""``SqlStore``: units of work over one async engine, and waiting for a run to change."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from signoff.core.ports import StoreUnit
+from signoff.store.sql.notify import ChangeNotifier
+from signoff.store.sql.statements import statements_for
+from signoff.store.sql.unit import SqlUnit
+
+DEFAULT_POLL_INTERVAL = 0.5
+
+
+class SqlStore:
+    """The durable ``Store``. Build it with ``open_sql_store`` (which checks the schema)."""
+
+    def __init__(
+        self, engine: AsyncEngine, *, poll_interval: float = DEFAULT_POLL_INTERVAL
+    ) -> None:
+        self.engine = engine
+        self.dialect = engine.dialect.name
+        self.poll_interval = poll_interval
+        self._sql = statements_for(self.dialect)
+        self._notifier = ChangeNotifier()
+
+    @asynccontextmanager
+    async def unit(self) -> AsyncIterator[StoreUnit]:
+        """One transaction: committed on a clean exit, rolled back on any error."""
+        unit = SqlUnit(self.engine, self._sql)
+        try:
+            yield unit
+        except BaseException:
+            await unit.abort()
+            raise
+        await unit.finish()
+        if unit.changed_runs:
+            self._notifier.notify(unit.changed_runs)
+
+    async def wait_for_change(self, run_id: str, version: int, timeout: float) -> None:
+        """Return once the stored version differs from ``version``, or after ``timeout``.
+
+        A commit made through this store object wakes the waiter at once (in-process notifier).
+        A commit made by another process is seen by polling the version every
+        ``poll_interval`` seconds (0.5 by default). PostgreSQL LISTEN/NOTIFY is deliberately not
+        used: a notifying transaction takes a database-wide lock at commit, which would serialise
+        every run write of every instance to speed up a rare long-poll.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout, 0.0)
+        while True:
+            waiter = self._notifier.watch(run_id)
+            try:
+                current = await self._version_of(run_id)
+                if current is not None and current != version:
+                    return
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    return
+                await waiter.wait(min(remaining, self.poll_interval))
+            finally:
+                self._notifier.unwatch(run_id, waiter)
+
+    async def _version_of(self, run_id: str) -> int | None:
+        async with self.engine.connect() as conn:
+            result = await conn.execute(self._sql.run_version, {"b_run_id": run_id})
+            version: int | None = result.scalar_one_or_none()
+            await conn.rollback()
+        return version
+
+    async def close(self) -> None:
+        await self.engine.dispose()

@@ -1,0 +1,120 @@
+"""The three tables, as SQLAlchemy Core metadata (the queries' view of the schema).
+
+The schema itself is created and changed only by the Alembic migrations next to this module;
+``tests/store/test_migrations.py`` checks that the migrations and these tables agree.
+
+- ``signoff_runs``: one row per ``ActionRun``. A few columns are copied out of the run for
+  queries; ``data`` holds the whole run as JSON so every field round-trips. ``version`` is the
+  compare-and-set column.
+- ``signoff_duplicates``: one row per duplicate scope. The primary key is a SHA-256 of the scope
+  (tenant, action, key, visibility), so the database itself decides who reserves first. A hash
+  rather than a four-column key because a resource identity has no length limit and MySQL cannot
+  index four long ``utf8mb4`` columns; the four parts are stored beside it for people and queries.
+- ``signoff_audit_events``: append-only, ordered by an auto-increment ``seq``.
+
+MySQL/MariaDB tables use ``utf8mb4`` with the binary collation, so ids and tenants compare
+exactly (case-sensitively) as they do everywhere else.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
+from sqlalchemy.engine import Dialect
+
+RUNS = "signoff_runs"
+DUPLICATES = "signoff_duplicates"
+AUDIT = "signoff_audit_events"
+VERSION_TABLE = "signoff_alembic_version"
+
+MYSQL_TABLE_ARGS: dict[str, Any] = {
+    "mysql_engine": "InnoDB",
+    "mysql_charset": "utf8mb4",
+    "mysql_collate": "utf8mb4_bin",
+}
+
+
+class UTCDateTime(sa.TypeDecorator[datetime]):
+    """Stored as naive UTC (microseconds everywhere), read back as an aware UTC ``datetime``."""
+
+    impl = sa.DateTime
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> sa.types.TypeEngine[Any]:
+        if dialect.name in ("mysql", "mariadb"):
+            return dialect.type_descriptor(mysql.DATETIME(fsp=6))
+        return dialect.type_descriptor(sa.DateTime())
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetimes are ambiguous; pass an aware datetime")
+        return value.astimezone(UTC).replace(tzinfo=None)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        return value.replace(tzinfo=UTC) if value is not None else None
+
+
+# TEXT is 64 KiB on MySQL; a run's JSON (input + output) may be larger.
+LongText = sa.Text().with_variant(mysql.LONGTEXT(), "mysql", "mariadb")
+# SQLite only auto-increments an INTEGER PRIMARY KEY.
+BigSerial = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+metadata = sa.MetaData()
+
+runs = sa.Table(
+    RUNS,
+    metadata,
+    sa.Column("run_id", sa.String(64), primary_key=True),
+    sa.Column("tenant_id", sa.String(255), nullable=False),
+    sa.Column("action_id", sa.String(255), nullable=False),
+    sa.Column("status", sa.String(32), nullable=False),
+    sa.Column("version", sa.Integer(), nullable=False),
+    sa.Column("principal_id", sa.String(255), nullable=False),
+    # Text: a refused proposal is recorded with the (invalid, possibly long) key it carried.
+    sa.Column("idempotency_key", sa.Text(), nullable=True),
+    sa.Column("created_at", UTCDateTime(), nullable=False),
+    sa.Column("updated_at", UTCDateTime(), nullable=False),
+    sa.Column("data", LongText, nullable=False),
+    sa.Index("ix_signoff_runs_tenant", "tenant_id", "run_id"),
+    sa.Index("ix_signoff_runs_status", "status", "run_id"),
+    **MYSQL_TABLE_ARGS,
+)
+
+duplicates = sa.Table(
+    DUPLICATES,
+    metadata,
+    sa.Column("scope_hash", sa.String(64), primary_key=True),
+    sa.Column("tenant_id", sa.String(255), nullable=False),
+    sa.Column("action_id", sa.String(255), nullable=False),
+    sa.Column("idempotency_key", sa.String(255), nullable=False),
+    sa.Column("visibility", sa.Text(), nullable=False),
+    sa.Column("owner_run_id", sa.String(64), nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("input_hash", sa.String(128), nullable=False),
+    sa.Column("result", LongText, nullable=True),
+    sa.Column("created_at", UTCDateTime(), nullable=False),
+    sa.Column("completed_at", UTCDateTime(), nullable=True),
+    sa.Index("ix_signoff_duplicates_purge", "state", "completed_at"),
+    **MYSQL_TABLE_ARGS,
+)
+
+audit_events = sa.Table(
+    AUDIT,
+    metadata,
+    sa.Column("seq", BigSerial, primary_key=True, autoincrement=True),
+    sa.Column("run_id", sa.String(64), nullable=False),
+    sa.Column("tenant_id", sa.String(255), nullable=False),
+    sa.Column("kind", sa.String(64), nullable=False),
+    sa.Column("at", UTCDateTime(), nullable=False),
+    sa.Column("actor", sa.String(255), nullable=True),
+    sa.Column("status", sa.String(32), nullable=True),
+    sa.Column("code", sa.String(128), nullable=True),
+    sa.Column("data", LongText, nullable=True),
+    sa.Index("ix_signoff_audit_events_run", "run_id", "seq"),
+    **MYSQL_TABLE_ARGS,
+)

@@ -1,0 +1,153 @@
+"""A checked manifest document -> an ``ActionDefinition`` -> a ``CompiledAction``."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from pydantic import ValidationError
+
+from signoff.core.codes import ExecutionStatus, RetryDisposition
+from signoff.core.compiled import CompiledAction, InvalidDefinition, compile_action
+from signoff.core.definition import (
+    ActionDefinition,
+    ApprovalSpec,
+    DenyRule,
+    ExecutorMode,
+    IdempotencySpec,
+    PolicySpec,
+    ResultMapping,
+)
+from signoff.manifest.errors import ManifestProblem, ProblemCode
+from signoff.manifest.http_executor import HttpExecutor
+from signoff.manifest.meaning import DocumentCheck
+from signoff.manifest.model import Manifest, ResultSpec
+from signoff.manifest.shape import document_path
+
+_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str) -> timedelta:
+    """``90s``, ``30m``, ``24h``, ``7d``, ``1h30m``, ``250ms`` (the model checked the syntax)."""
+    seconds = sum(
+        int(amount) * _UNITS[unit] for amount, unit in re.findall(r"([0-9]+)(ms|s|m|h|d)", text)
+    )
+    return timedelta(seconds=seconds)
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedAction:
+    """One action as loaded: the compiled action plus what ``signoff check`` reports about it."""
+
+    compiled: CompiledAction
+    manifest: Manifest
+    file: str
+    line: int
+    case_lines: tuple[int, ...]
+
+    @property
+    def id(self) -> str:
+        return self.compiled.id
+
+    @property
+    def executor_label(self) -> str:
+        """``python module:function`` or ``http POST <url as written, variables unexpanded>``."""
+        executor = self.manifest.spec.executor
+        if executor.http is not None:
+            return f"http {executor.http.method} {executor.http.url}"
+        return f"python {executor.python}"
+
+
+def definition_of(check: DocumentCheck, manifest: Manifest) -> ActionDefinition:
+    """The definition of a clean document (shape and meaning both checked)."""
+    spec, metadata = manifest.spec, manifest.metadata
+    executor: Callable[..., Any] | None = check.executor
+    idempotent = spec.executor.idempotent
+    if spec.executor.http is not None:
+        http = spec.executor.http
+        idempotent = idempotent or http.idempotent
+        executor = HttpExecutor(
+            url=check.url,
+            method=http.method,
+            timeout=parse_duration(http.timeout).total_seconds(),
+            headers=check.headers,
+            idempotent=idempotent,
+            status_codes=dict(http.status_codes),
+        )
+    assert executor is not None
+    approval = ApprovalSpec()
+    if spec.approval is not None:
+        approval = ApprovalSpec(
+            when=_condition(spec.approval.when),
+            approver_roles=tuple(spec.approval.approvers.roles),
+            count=spec.approval.approvers.count,
+            expires_after=parse_duration(spec.approval.expires_after),
+        )
+    deny = tuple(
+        DenyRule(when=_condition(rule.when), code=rule.code, message=rule.message)
+        for rule in spec.policy.deny
+    )
+    roles = tuple(spec.policy.roles) if spec.policy.roles is not None else None
+    return ActionDefinition(
+        id=metadata.id,
+        title=metadata.title,
+        description=metadata.description,
+        effect=spec.effect,
+        risk=spec.risk,
+        input_schema=spec.input,
+        resource=spec.resource,
+        idempotency=IdempotencySpec(key=spec.idempotency.key, scope=spec.idempotency.scope),
+        policy=PolicySpec(roles=roles, deny=deny),
+        approval=approval,
+        guard=check.guard,
+        executor=executor,
+        mode=ExecutorMode(spec.executor.mode),
+        timeout=parse_duration(spec.executor.timeout) if spec.executor.timeout else None,
+        executor_idempotent=idempotent,
+        results={code: _result(result) for code, result in spec.results.items()},
+        sensitive_fields=tuple(spec.sensitive),
+        source=f"{check.document.file}:{check.document.position(())[0]}",
+    )
+
+
+def _condition(value: str | bool) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value
+
+
+def _result(spec: ResultSpec) -> ResultMapping:
+    status = ExecutionStatus(spec.status)
+    if spec.retry is not None:
+        retry = RetryDisposition(spec.retry)
+    elif status is ExecutionStatus.FAILED:
+        retry = RetryDisposition.MANUAL_REVIEW
+    else:
+        retry = RetryDisposition.NEVER
+    return ResultMapping(status=status, retry=retry, message=spec.message)
+
+
+def build_action(
+    check: DocumentCheck, manifest: Manifest
+) -> tuple[LoadedAction | None, list[ManifestProblem]]:
+    """Compile a clean document into a loaded action."""
+    document = check.document
+    try:
+        compiled = compile_action(definition_of(check, manifest))
+    except InvalidDefinition as exc:  # pragma: no cover - the checks above come first
+        return None, [
+            document.problem(
+                ("spec", *document_path(problem.path.split(" ")[0])),
+                ProblemCode.INVALID_VALUE,
+                problem.message,
+            )
+            for problem in exc.problems
+        ]
+    except ValidationError as exc:  # pragma: no cover - the model mirrors the definition
+        return None, [document.problem(("spec",), ProblemCode.INVALID_VALUE, str(exc))]
+    lines = tuple(document.position(("tests", i))[0] for i in range(len(manifest.tests)))
+    loaded = LoadedAction(compiled, manifest, document.file, document.position(())[0], lines)
+    return loaded, []

@@ -1,0 +1,152 @@
+"""Meaning checks with precise positions: CEL expressions and the input JSON Schema."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from yaml.nodes import ScalarNode
+
+from signoff.core.cel_expr import CelCompileError, compile_cel
+from signoff.manifest.errors import ManifestProblem, ProblemCode
+from signoff.manifest.shape import suggest
+from signoff.manifest.source import Document, FieldPath
+
+CEL_VARIABLES = ("input", "principal", "tenant", "proposer", "action", "resource", "now")
+# Variables bound by comprehension macros (``roles.exists(r, r == 'x')``) and ``cel.bind``.
+_BOUND = re.compile(
+    r"\b(?:all|exists|exists_one|map|filter|bind|transformList|transformMap)\(\s*"
+    r"([A-Za-z_]\w*)\s*,(?:\s*([A-Za-z_]\w*)\s*,)?"
+)
+_META = Draft202012Validator(Draft202012Validator.META_SCHEMA)
+_ANNOTATIONS = (
+    "$schema $id $ref $defs $anchor $comment $dynamicRef $dynamicAnchor title description "
+    "default examples readOnly writeOnly deprecated format contentEncoding contentMediaType "
+    "contentSchema definitions"
+)
+_KEYWORDS = sorted({*_META.VALIDATORS, *_ANNOTATIONS.split()})
+_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_SCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
+_SCHEMA_VALUES = (
+    "items", "additionalProperties", "not", "if", "then", "else", "contains",
+    "propertyNames", "unevaluatedItems", "unevaluatedProperties", "contentSchema",
+)  # fmt: skip
+
+
+def _file_position(document: Document, path: FieldPath, line: int, column: int) -> tuple[int, int]:
+    """Where ``line``/``column`` of an expression sit in the YAML file, as well as we can tell."""
+    node = document.node(path)
+    if not isinstance(node, ScalarNode):
+        return document.position(path)
+    start_line, start_column = node.start_mark.line + 1, node.start_mark.column + 1
+    if node.style in ("|", ">"):
+        # The block's content starts on the next line at the block's indentation.
+        text_line = start_line + line
+        buffer = node.start_mark.buffer
+        indent = 0
+        if isinstance(buffer, str):
+            lines = buffer.splitlines()
+            if text_line - 1 < len(lines):
+                raw = lines[text_line - 1]
+                indent = len(raw) - len(raw.lstrip(" "))
+        return text_line, indent + column
+    if line == 1:
+        return start_line, start_column + (1 if node.style in ("'", '"') else 0) + column - 1
+    return start_line, start_column
+
+
+def check_cel(document: Document, path: FieldPath, source: str) -> list[ManifestProblem]:
+    """Compile ``source``; report a syntax error at its column, or a variable nobody provides."""
+    try:
+        compiled = compile_cel(source)
+    except CelCompileError as exc:
+        position = _file_position(document, path, exc.line or 1, exc.column or 1)
+        where = f" (column {exc.column} of the expression)" if exc.column else ""
+        return [
+            document.problem(
+                path,
+                ProblemCode.INVALID_CEL,
+                f"invalid CEL{where}: {exc.reason}",
+                position=position,
+            )
+        ]
+    bound = {name for match in _BOUND.finditer(source) for name in match.groups() if name}
+    problems = []
+    for name in compiled.program.variables():
+        if name in CEL_VARIABLES or name in bound:
+            continue
+        found = re.search(rf"(?<![\w.]){re.escape(name)}\b", source)
+        line, column = 1, 1
+        if found is not None:
+            line = source.count("\n", 0, found.start()) + 1
+            column = found.start() - (source.rfind("\n", 0, found.start()) + 1) + 1
+        problems.append(
+            document.problem(
+                path,
+                ProblemCode.UNKNOWN_CEL_VARIABLE,
+                f"unknown variable {name!r}{suggest(name, CEL_VARIABLES)}"
+                f" (variables: {', '.join(CEL_VARIABLES)})",
+                position=_file_position(document, path, line, column),
+            )
+        )
+    return problems
+
+
+def _subschemas(schema: Any, path: FieldPath) -> Iterator[tuple[dict[str, Any], FieldPath]]:
+    if not isinstance(schema, dict):
+        return
+    yield schema, path
+    for keyword in _SCHEMA_MAPS:
+        children = schema.get(keyword)
+        if isinstance(children, dict):
+            for name, child in children.items():
+                yield from _subschemas(child, (*path, keyword, name))
+    for keyword in _SCHEMA_LISTS:
+        children = schema.get(keyword)
+        if isinstance(children, list):
+            for index, child in enumerate(children):
+                yield from _subschemas(child, (*path, keyword, index))
+    for keyword in _SCHEMA_VALUES:
+        if keyword in schema:
+            yield from _subschemas(schema[keyword], (*path, keyword))
+
+
+def check_input_schema(
+    document: Document, path: FieldPath, schema: dict[str, Any]
+) -> list[ManifestProblem]:
+    """Every metaschema violation, misspelt keywords, and the top-level ``type: object``."""
+    problems = [
+        document.problem(
+            (*path, *error.absolute_path),
+            ProblemCode.INVALID_JSON_SCHEMA,
+            f"invalid JSON Schema: {error.message}",
+        )
+        for error in _META.iter_errors(schema)
+    ]
+    for subschema, where in _subschemas(schema, path):
+        for keyword in subschema:
+            if keyword in _KEYWORDS or not isinstance(keyword, str):
+                continue
+            close = difflib.get_close_matches(keyword, _KEYWORDS, n=1, cutoff=0.8)
+            if close:
+                problems.append(
+                    document.problem(
+                        (*where, keyword),
+                        ProblemCode.INVALID_JSON_SCHEMA,
+                        f"unknown JSON Schema keyword {keyword!r}; did you mean {close[0]!r}?",
+                        key=True,
+                    )
+                )
+    if schema.get("type") != "object":
+        problems.append(
+            document.problem(
+                (*path, "type"),
+                ProblemCode.INVALID_JSON_SCHEMA,
+                "the input schema must have type: object (tool arguments are an object)",
+                key="type" in schema,
+            )
+        )
+    return problems

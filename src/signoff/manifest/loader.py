@@ -1,0 +1,117 @@
+"""Load a directory of manifests: every file, every document, every problem in one pass."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from signoff.core.compiled import CompiledAction
+from signoff.manifest.build import LoadedAction, build_action
+from signoff.manifest.errors import ManifestErrors, ManifestProblem, ProblemCode
+from signoff.manifest.hooks import add_import_root
+from signoff.manifest.meaning import check_document
+from signoff.manifest.shape import check_shape
+from signoff.manifest.source import read_documents
+
+SUFFIXES = (".yaml", ".yml")
+
+
+@dataclass(frozen=True, slots=True)
+class ManifestSet:
+    """A valid set of actions, in file order, with what ``signoff check`` needs to report."""
+
+    source: Path
+    actions: tuple[LoadedAction, ...]
+
+    @property
+    def compiled(self) -> list[CompiledAction]:
+        return [action.compiled for action in self.actions]
+
+
+def manifest_files(source: Path) -> list[Path]:
+    """``source`` itself when it is a file, else its ``*.yaml``/``*.yml`` files (recursively,
+    skipping hidden names), sorted by path so loads are reproducible."""
+    if source.is_file():
+        return [source]
+    found = []
+    for path in source.rglob("*"):
+        hidden = any(part.startswith(".") for part in path.relative_to(source).parts)
+        if path.suffix in SUFFIXES and not hidden and path.is_file():
+            found.append(path)
+    return sorted(found)
+
+
+def load_manifests(source: Path | str, *, environ: Mapping[str, str] | None = None) -> ManifestSet:
+    """Load and compile every manifest under ``source`` (a directory or one file).
+
+    Hooks are imported with the manifest directory's parent on ``sys.path``, so
+    ``examples.invoices.executors:cancel_invoice`` resolves next to ``manifests/``.
+    Raises ``ManifestErrors`` listing every problem of every file.
+    """
+    source = Path(source)
+    environ = os.environ if environ is None else environ
+    if not source.exists():
+        raise ManifestErrors(
+            [ManifestProblem(str(source), None, None, "", ProblemCode.NO_MANIFESTS, "not found")]
+        )
+    files = manifest_files(source)
+    if not files:
+        raise ManifestErrors(
+            [
+                ManifestProblem(
+                    str(source), None, None, "", ProblemCode.NO_MANIFESTS,
+                    "no *.yaml or *.yml manifests found",
+                )
+            ]
+        )  # fmt: skip
+    add_import_root(source if source.is_dir() else source.parent)
+
+    problems: list[ManifestProblem] = []
+    actions: list[LoadedAction] = []
+    seen: dict[str, str] = {}
+    for path in files:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            problems.append(
+                ManifestProblem(str(path), None, None, "", ProblemCode.UNREADABLE_FILE, str(exc))
+            )
+            continue
+        documents, syntax = read_documents(str(path), text)
+        problems.extend(syntax)
+        for document in documents:
+            manifest, shape = check_shape(document)
+            build = check_document(document, environ)
+            problems.extend(shape)
+            problems.extend(build.problems)
+            action_id = build.at("metadata", "id")
+            if isinstance(action_id, str):
+                if action_id in seen:
+                    problems.append(
+                        document.problem(
+                            ("metadata", "id"),
+                            ProblemCode.DUPLICATE_ACTION_ID,
+                            f"action {action_id!r} is already defined at {seen[action_id]}",
+                        )
+                    )
+                else:
+                    line = document.position(("metadata", "id"))[0]
+                    seen[action_id] = f"{document.file}:{line}"
+            if manifest is None or build.problems:
+                continue
+            loaded, found = build_action(build, manifest)
+            problems.extend(found)
+            if loaded is not None:
+                actions.append(loaded)
+    if problems:
+        raise ManifestErrors(problems)
+    return ManifestSet(source, tuple(actions))
+
+
+def load_manifest_dir(
+    source: Path | str, *, environ: Mapping[str, str] | None = None
+) -> list[CompiledAction]:
+    """The compiled actions of a manifest directory; raises ``ManifestErrors`` on any problem."""
+    return load_manifests(source, environ=environ).compiled

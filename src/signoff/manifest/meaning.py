@@ -1,0 +1,218 @@
+"""Meaning checks of one manifest document: everything a field's type cannot say.
+
+CEL expressions, the input JSON Schema, hook imports, environment variables and cross-field rules
+are checked on the document's raw data, so they are reported even when the same document also has
+shape errors (a misspelt field elsewhere): one run shows every problem.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import httpx
+
+from signoff.core.codes import Code
+from signoff.manifest.checks import check_cel, check_input_schema
+from signoff.manifest.env import substitute
+from signoff.manifest.errors import ManifestProblem, ProblemCode
+from signoff.manifest.hooks import HookImportError, import_hook
+from signoff.manifest.http_executor import RESERVED_HEADERS, RESERVED_PREFIX
+from signoff.manifest.model import HOOK_PATTERN
+from signoff.manifest.source import Document, FieldPath
+
+_PRE_EXECUTION_CODES = frozenset(
+    {
+        Code.SUCCEEDED,
+        Code.INPUT_VALIDATION_FAILED,
+        Code.POLICY_DENIED,
+        Code.POLICY_EVALUATION_ERROR,
+        Code.APPROVAL_REQUIRED,
+    }
+)
+
+
+class DocumentCheck:
+    """Checks one document's meaning; collects problems and the parts the definition needs."""
+
+    def __init__(self, document: Document, environ: Mapping[str, str]) -> None:
+        self.document = document
+        self.environ = environ
+        self.problems: list[ManifestProblem] = []
+        self.guard: Callable[..., Any] | None = None
+        self.executor: Callable[..., Any] | None = None
+        self.url = ""
+        self.headers: dict[str, str] = {}
+
+    def at(self, *path: str | int) -> Any:
+        """The raw value at ``path``, or ``None`` when absent or not reachable."""
+        value: Any = self.document.data
+        for part in path:
+            if isinstance(value, dict):
+                value = value.get(part)
+            elif isinstance(value, list) and isinstance(part, int) and part < len(value):
+                value = value[part]
+            else:
+                return None
+        return value
+
+    def report(
+        self, path: FieldPath, code: ProblemCode, message: str, *, key: bool = False
+    ) -> None:
+        self.problems.append(self.document.problem(path, code, message, key=key))
+
+    def cel(self, *path: str | int) -> None:
+        source = self.at(*path)
+        if isinstance(source, str):
+            self.problems.extend(check_cel(self.document, path, source))
+
+    def hook(self, *path: str | int) -> Callable[..., Any] | None:
+        reference = self.at(*path)
+        if not isinstance(reference, str) or not re.match(HOOK_PATTERN, reference):
+            return None  # absent, or a shape error already says what is wrong
+        try:
+            return import_hook(reference)
+        except HookImportError as exc:
+            self.report(path, ProblemCode.UNIMPORTABLE_HOOK, str(exc))
+            return None
+
+    def expand(self, path: FieldPath, text: str) -> str:
+        result = substitute(text, self.environ)
+        for name in result.missing:
+            self.report(
+                path,
+                ProblemCode.UNDEFINED_VARIABLE,
+                f"environment variable {name} is not set and has no default (${{{name}:-...}})",
+            )
+        if result.malformed:
+            self.report(
+                path, ProblemCode.INVALID_VALUE, "malformed ${...}: use ${NAME} or ${NAME:-default}"
+            )
+        return result.value
+
+    def check_http(self) -> None:
+        base: FieldPath = ("spec", "executor", "http")
+        raw_url = self.at(*base, "url")
+        if isinstance(raw_url, str):
+            self.url = self.expand((*base, "url"), raw_url)
+            try:
+                parsed = httpx.URL(self.url)
+                valid = parsed.scheme in ("http", "https") and bool(parsed.host)
+            except httpx.InvalidURL:
+                valid = False
+            if not valid:
+                shown = "once expanded" if "${" in raw_url else repr(self.url)
+                self.report(
+                    (*base, "url"), ProblemCode.INVALID_VALUE, f"not an http(s) URL {shown}"
+                )
+        headers = self.at(*base, "headers")
+        for name, value in headers.items() if isinstance(headers, dict) else ():
+            lowered = str(name).lower()
+            if lowered in RESERVED_HEADERS or lowered.startswith(RESERVED_PREFIX):
+                self.report(
+                    (*base, "headers", name),
+                    ProblemCode.INVALID_VALUE,
+                    f"{name} is set by signoff (the operation id, run and tenant)",
+                    key=True,
+                )
+            if isinstance(value, str):
+                self.headers[str(name)] = self.expand((*base, "headers", name), value)
+        statuses = self.at(*base, "status_codes")
+        for status in statuses if isinstance(statuses, dict) else ():
+            if isinstance(status, int) and not 400 <= status <= 599:
+                self.report(
+                    (*base, "status_codes", status),
+                    ProblemCode.INVALID_VALUE,
+                    f"status_codes maps HTTP error statuses (400-599), not {status}",
+                    key=True,
+                )
+
+    def check_executor(self) -> None:
+        base: FieldPath = ("spec", "executor")
+        executor = self.at(*base)
+        if not isinstance(executor, dict):
+            return
+        python, http = executor.get("python"), executor.get("http")
+        if python is None and http is None:
+            self.report(
+                base, ProblemCode.MISSING_FIELD, "an executor needs python or http", key=True
+            )
+        elif python is not None and http is not None:
+            self.report(
+                (*base, "http"),
+                ProblemCode.INVALID_VALUE,
+                "give python or http, not both",
+                key=True,
+            )
+        elif python is not None:
+            self.executor = self.hook(*base, "python")
+        elif isinstance(http, dict):
+            self.check_http()
+
+    def check_rest(self) -> None:
+        if (
+            self.at("spec", "idempotency", "scope") == "resource"
+            and self.at("spec", "resource") is None
+        ):
+            self.report(
+                ("spec", "idempotency", "scope"),
+                ProblemCode.INVALID_VALUE,
+                "scope: resource needs a spec.resource expression naming the resource",
+            )
+        results = self.at("spec", "results")
+        for code, spec in results.items() if isinstance(results, dict) else ():
+            succeeded = isinstance(spec, dict) and spec.get("status") == "SUCCEEDED"
+            if succeeded and spec.get("retry") not in (None, "NEVER"):
+                self.report(
+                    ("spec", "results", code, "retry"),
+                    ProblemCode.INVALID_VALUE,
+                    "a SUCCEEDED result is never retried (retry: NEVER)",
+                )
+        declared = self.at("spec", "input", "properties")
+        sensitive = self.at("spec", "sensitive")
+        for index, name in enumerate(sensitive if isinstance(sensitive, list) else ()):
+            if isinstance(name, str) and (not isinstance(declared, dict) or name not in declared):
+                self.report(
+                    ("spec", "sensitive", index),
+                    ProblemCode.INVALID_VALUE,
+                    f"{name!r} is not a property of spec.input",
+                )
+        deny = self.at("spec", "policy", "deny")
+        allowed = _PRE_EXECUTION_CODES | {
+            rule.get("code", Code.POLICY_DENIED)
+            for rule in (deny if isinstance(deny, list) else ())
+            if isinstance(rule, dict)
+        }
+        tests = self.at("tests")
+        for index, case in enumerate(tests if isinstance(tests, list) else ()):
+            expect = case.get("expect") if isinstance(case, dict) else None
+            if isinstance(expect, str) and expect not in allowed:
+                self.report(
+                    ("tests", index, "expect"),
+                    ProblemCode.INVALID_TEST,
+                    f"{expect} cannot be decided before execution; expect one of "
+                    + ", ".join(sorted(map(str, allowed))),
+                )
+
+    def check(self) -> None:
+        """Every meaning check, each on whatever raw value is there."""
+        schema = self.at("spec", "input")
+        if isinstance(schema, dict):
+            self.problems.extend(check_input_schema(self.document, ("spec", "input"), schema))
+        self.cel("spec", "resource")
+        deny = self.at("spec", "policy", "deny")
+        for index in range(len(deny) if isinstance(deny, list) else 0):
+            self.cel("spec", "policy", "deny", index, "when")
+        self.cel("spec", "approval", "when")
+        self.guard = self.hook("spec", "guard")
+        self.check_executor()
+        self.check_rest()
+
+
+def check_document(document: Document, environ: Mapping[str, str]) -> DocumentCheck:
+    """Run the meaning checks of one document (whatever its shape)."""
+    build = DocumentCheck(document, environ)
+    if isinstance(document.data, dict):
+        build.check()
+    return build

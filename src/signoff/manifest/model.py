@@ -1,0 +1,188 @@
+"""The manifest format (contract §6) as strict pydantic models: the shape, nothing more.
+
+These models check types and spelling; meaning (CEL, JSON Schema, imports, environment variables,
+cross-field rules) is checked by ``signoff.manifest.build`` where every field path is known. The
+published JSON Schema (``signoff schema``) is generated from these models.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from signoff.core.definition import ACTION_ID_PATTERN, DEFAULT_APPROVAL_WHEN
+
+API_VERSION = "signoff/v1"
+DURATION_PATTERN = r"^([0-9]+(ms|s|m|h|d))+$"
+HOOK_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
+CODE_PATTERN = r"^[A-Z][A-Z0-9_]{0,127}$"
+DEFAULT_INPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {},
+    "additionalProperties": False,
+}
+
+# Field docstrings become the JSON Schema descriptions editors show; the aliases only constrain.
+Duration = Annotated[str, Field(pattern=DURATION_PATTERN)]
+HookRef = Annotated[str, Field(pattern=HOOK_PATTERN)]
+ResultCode = Annotated[str, Field(pattern=CODE_PATTERN)]
+Condition = str | bool
+Role = Annotated[str, Field(min_length=1, max_length=255)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, strict=True, use_attribute_docstrings=True
+    )
+
+
+class Metadata(_Strict):
+    id: str = Field(pattern=ACTION_ID_PATTERN)
+    """Stable action id; also the MCP tool name."""
+    title: str = ""
+    """A short human title."""
+    description: str = ""
+    """What the action does; shown to agents in the tool description and to approvers."""
+
+
+class Idempotency(_Strict):
+    key: Literal["required", "optional"] = "optional"
+    """Whether callers must send an idempotency_key."""
+    scope: Literal["principal", "resource", "tenant"] = "principal"
+    """Who shares a result for the same key: the same principal, the same resource, the tenant."""
+
+
+class DenyRule(_Strict):
+    when: Condition
+    """CEL (or true/false): when true, the request is denied with ``code``."""
+    code: ResultCode = "POLICY_DENIED"
+    """The result code (UPPER_SNAKE_CASE) callers receive when this rule denies."""
+    message: str = "Denied by policy."
+    """The human explanation returned with the code."""
+
+
+class Policy(_Strict):
+    roles: list[Role] | None = Field(default=None, min_length=1)
+    """The principal needs at least one of these roles; omitted means any authenticated principal."""
+    deny: list[DenyRule] = []
+    """Deny rules, evaluated in order; the first that matches denies."""
+
+
+class Approvers(_Strict):
+    roles: list[Role] = Field(default=["approver"], min_length=1)
+    """An approver needs one of these roles (and is never the proposer)."""
+    count: int = Field(default=1, ge=1, le=20)
+    """How many distinct approvers must approve."""
+
+
+class Approval(_Strict):
+    when: Condition = DEFAULT_APPROVAL_WHEN
+    """CEL (or true/false): when true, a human must approve first; false opts out explicitly."""
+    approvers: Approvers = Approvers()
+    """Who decides, and how many of them."""
+    expires_after: Duration = "24h"
+    """A pending approval expires after this long: 90s, 30m, 24h, 7d, 1h30m."""
+
+
+class HttpExecutor(_Strict):
+    url: str = Field(min_length=1)
+    """The endpoint; ``${VAR}`` and ``${VAR:-default}`` are replaced from the environment."""
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
+    """The HTTP method; the input is always sent as a JSON body."""
+    timeout: Duration = "10s"
+    """How long to wait for the response (a duration such as 10s)."""
+    headers: dict[str, str] = {}
+    """Extra request headers; values may use ``${VAR}`` for secrets."""
+    idempotent: bool = False
+    """The endpoint deduplicates on the Idempotency-Key header: failures after sending may be retried."""
+    status_codes: dict[int, ResultCode] = Field(
+        default={}, json_schema_extra={"propertyNames": {"pattern": "^[45][0-9][0-9]$"}}
+    )
+    """Result codes for specific HTTP error statuses (400-599), e.g. ``404: INVOICE_NOT_FOUND``."""
+
+
+class Executor(_Strict):
+    mode: Literal["sync", "async", "deferred"] = "sync"
+    """sync: the caller waits for the result; async: it completes in the background."""
+    python: HookRef | None = None
+    """A Python executor as module:function taking an ExecutionContext (sync or async)."""
+    http: HttpExecutor | None = None
+    """An HTTP endpoint that performs the action."""
+    timeout: Duration | None = None
+    """Give up waiting for the executor after this duration (the outcome then needs manual review)."""
+    idempotent: bool = False
+    """The executor is idempotent by operation id: safe to dispatch again after a crash."""
+
+
+class ResultSpec(_Strict):
+    status: Literal["SUCCEEDED", "FAILED", "DENIED"] = "FAILED"
+    """The status a caller sees for this code."""
+    retry: Literal["NEVER", "AFTER_BACKOFF", "AFTER_CORRECTION", "MANUAL_REVIEW"] | None = None
+    """Whether a retry can help; defaults to MANUAL_REVIEW for FAILED, NEVER otherwise."""
+    message: str = ""
+    """A default message when the executor gives none."""
+
+
+class Spec(_Strict):
+    effect: Literal["read_only", "write", "external_send", "financial", "production_change"]
+    """What kind of side effect the action has."""
+    risk: Literal["low", "medium", "high", "critical"]
+    """How much harm a wrong call could do."""
+    input: dict[str, Any] = Field(
+        default=DEFAULT_INPUT_SCHEMA,
+        json_schema_extra={"$ref": "https://json-schema.org/draft/2020-12/schema"},
+    )
+    """JSON Schema (2020-12) of the arguments; must have type: object. Omitted: no arguments."""
+    resource: str | None = None
+    """CEL: the canonical identity of the resource acted on, e.g. 'invoice/' + input.invoice_id."""
+    idempotency: Idempotency = Idempotency()
+    """How duplicates are recognised."""
+    policy: Policy = Policy()
+    """Who may propose the action and what is always denied."""
+    approval: Approval | None = None
+    """When humans must approve. Omitted: the safe default (agents' non-read-only calls, critical risk)."""
+    guard: HookRef | None = None
+    """A check run immediately before dispatch (module:function returning a GuardDecision)."""
+    executor: Executor
+    """What performs the action: exactly one of ``python`` or ``http``."""
+    results: dict[ResultCode, ResultSpec] = {}
+    """Domain result codes the executor may return, with their status and retry disposition."""
+    sensitive: list[str] = []
+    """Input fields approvers' screens mask."""
+
+
+class CasePrincipal(_Strict):
+    id: str = Field(default="test-principal", min_length=1)
+    roles: list[Role] = []
+
+
+class ManifestCase(_Strict):
+    """A policy test case: the decision before execution, nothing is executed."""
+
+    name: str = Field(min_length=1)
+    """What the case shows."""
+    principal: CasePrincipal = CasePrincipal()
+    """The proposing principal."""
+    tenant: str = Field(default="test", min_length=1)
+    proposer: Literal["agent", "human", "system", "service"] = "agent"
+    """Who proposes: MCP calls are always agent."""
+    channel: Literal["mcp", "api", "cli", "ui", "scheduler", "internal", "recovery"] = "mcp"
+    input: dict[str, Any] = {}
+    """The tool arguments."""
+    expect: ResultCode
+    """INPUT_VALIDATION_FAILED, POLICY_DENIED (or a deny rule's code), APPROVAL_REQUIRED, or
+    SUCCEEDED (dispatched without approval)."""
+
+
+class Manifest(_Strict):
+    """One action (contract §6)."""
+
+    apiVersion: Literal["signoff/v1"]
+    """Always signoff/v1."""
+    kind: Literal["Action"]
+    """Always Action."""
+    metadata: Metadata
+    spec: Spec
+    tests: list[ManifestCase] = []
+    """Policy test cases run by ``signoff check``."""

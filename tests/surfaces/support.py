@@ -141,10 +141,15 @@ async def running(app: Starlette) -> AsyncIterator[str]:
         sock.close()
 
 
-def http_client(url: str, token: str | None, *, mode: str = "auto") -> Client:
+@asynccontextmanager
+async def http_client(url: str, token: str | None, *, mode: str = "auto") -> AsyncIterator[Client]:
+    """An ``mcp.Client`` over streamable HTTP sending ``token`` as the bearer credential."""
     headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
-    http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=60.0))
-    return Client(streamable_http_client(url + "/mcp", http_client=http), mode=mode)
+    timeout = httpx2.Timeout(30.0, read=60.0)
+    async with httpx2.AsyncClient(headers=headers, timeout=timeout) as http:
+        transport = streamable_http_client(url + "/mcp", http_client=http)
+        async with Client(transport, mode=mode) as client:
+            yield client
 
 
 def tool_named(listed: Sequence[types.Tool], name: str) -> types.Tool:

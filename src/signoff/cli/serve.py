@@ -1,9 +1,199 @@
-"""`signoff serve` (not implemented yet)."""
+"""`signoff serve` (stdio or streamable HTTP) and `signoff demo` (everything on localhost)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
 import typer
+
+from signoff.app import Application, Settings, build_application
+from signoff.cli.options import (
+    DEFAULT_DATABASE_URL,
+    DEFAULT_MANIFESTS,
+    DatabaseOption,
+    ManifestsOption,
+)
+from signoff.surfaces.mcp.auth import JwtConfig, JwtConfigError, JwtVerifier
+from signoff.surfaces.mcp.http import (
+    BearerAuth,
+    FixedIdentity,
+    HttpAuth,
+    HttpOptions,
+    build_http_app,
+    is_loopback,
+)
+from signoff.surfaces.mcp.identity import Caller, IdentityError, make_caller
+from signoff.surfaces.mcp.serving import serve_http, serve_stdio
+
+
+class Transport(StrEnum):
+    STDIO = "stdio"
+    HTTP = "http"
+
+
+PrincipalOption = Annotated[
+    str | None,
+    typer.Option("--principal", envvar="SIGNOFF_PRINCIPAL", help="stdio: the principal id."),
+]
+TenantOption = Annotated[
+    str | None, typer.Option("--tenant", envvar="SIGNOFF_TENANT", help="stdio: the tenant.")
+]
+RolesOption = Annotated[
+    str | None,
+    typer.Option("--roles", envvar="SIGNOFF_ROLES", help="stdio: roles, comma separated."),
+]
+HostOption = Annotated[str, typer.Option("--host", help="http: address to bind.")]
+PortOption = Annotated[int, typer.Option("--port", help="http: port to bind.")]
+
+
+def fail(message: str, status: int = 2) -> typer.Exit:
+    """Print a one-line reason to stderr; the caller raises the returned ``Exit``."""
+    typer.echo(f"signoff: {message}", err=True)
+    return typer.Exit(status)
+
+
+def run_with_application(
+    database: str, manifests: str, body: Callable[[Application], Awaitable[None]]
+) -> None:
+    """Build the application inside the serving loop (stores bind to it), run, close."""
+
+    async def main() -> None:
+        try:
+            application = await build_application(
+                Settings(database_url=database, manifests_dir=Path(manifests))
+            )
+        except (ValueError, OSError, ImportError) as exc:
+            raise fail(f"cannot start: {exc}", 1) from exc
+        try:
+            await body(application)
+        finally:
+            await application.close()
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(main())
+
+
+def serve(
+    transport: Annotated[
+        Transport, typer.Option("--transport", help="stdio (one local client) or http (/mcp).")
+    ] = Transport.STDIO,
+    host: HostOption = "127.0.0.1",
+    port: PortOption = 8000,
+    database: DatabaseOption = DEFAULT_DATABASE_URL,
+    manifests: ManifestsOption = DEFAULT_MANIFESTS,
+    principal: PrincipalOption = None,
+    tenant: TenantOption = None,
+    roles: RolesOption = None,
+    public_url: Annotated[
+        str | None,
+        typer.Option(
+            "--public-url",
+            envvar="SIGNOFF_PUBLIC_URL",
+            help="http: the URL clients use to reach this server (default http://HOST:PORT).",
+        ),
+    ] = None,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option("--allowed-host", help="http: another accepted Host header (name:port)."),
+    ] = None,
+    fixed_identity: Annotated[
+        bool,
+        typer.Option(
+            "--fixed-identity",
+            help=(
+                "http, loopback only: skip token checks and act as --principal/--tenant/--roles "
+                "for every caller (tests, the conformance suite)."
+            ),
+        ),
+    ] = False,
+    log_level: Annotated[
+        str, typer.Option("--log-level", help="http: uvicorn log level.")
+    ] = "info",
+) -> None:
+    """Serve the actions in --manifests as MCP tools.
+
+    stdio: the whole connection acts as --principal/--tenant/--roles (or SIGNOFF_PRINCIPAL,
+    SIGNOFF_TENANT, SIGNOFF_ROLES); refuses to start without a principal and a tenant.
+    http: streamable HTTP at /mcp; every request needs a bearer JWT (claims sub, tenant, roles)
+    verified with SIGNOFF_JWT_SECRET (HS256), SIGNOFF_JWT_PUBLIC_KEY (RS256 PEM file) or
+    SIGNOFF_JWT_JWKS (JWKS file).
+    """
+    if transport is Transport.STDIO:
+        caller = _caller_or_exit(principal, tenant, roles)
+        _log_to_stderr()
+        run_with_application(database, manifests, lambda app: _stdio(app, caller))
+        return
+
+    auth: HttpAuth
+    if fixed_identity:
+        if not is_loopback(host):
+            raise fail("--fixed-identity is only allowed with a loopback --host")
+        auth = FixedIdentity(_caller_or_exit(principal, tenant, roles), host)
+    else:
+        try:
+            config = JwtConfig.from_env(os.environ)
+        except (JwtConfigError, ValueError) as exc:
+            raise fail(str(exc)) from exc
+        if config is None:
+            raise fail(
+                "no token verification configured: set SIGNOFF_JWT_SECRET, "
+                "SIGNOFF_JWT_PUBLIC_KEY or SIGNOFF_JWT_JWKS (or use --fixed-identity on loopback)"
+            )
+        url = public_url or f"http://{_url_host(host)}:{port}"
+        servers = [config.issuer] if config.issuer else []
+        auth = BearerAuth(JwtVerifier(config), url, servers)
+    options = HttpOptions(allowed_hosts=tuple(allowed_host or ()))
+    run_with_application(
+        database, manifests, lambda app: _http(app, auth, options, host, port, log_level)
+    )
+
+
+async def _stdio(application: Application, caller: Caller) -> None:
+    await serve_stdio(application.runtime, caller)
+
+
+async def _http(
+    application: Application,
+    auth: HttpAuth,
+    options: HttpOptions,
+    host: str,
+    port: int,
+    log_level: str,
+) -> None:
+    app = build_http_app(application.runtime, auth, options)
+    await serve_http(app, host, port, log_level=log_level)
+
+
+def _caller_or_exit(principal: str | None, tenant: str | None, roles: str | None) -> Caller:
+    try:
+        return make_caller(principal, tenant, roles)
+    except IdentityError as exc:
+        raise fail(f"refusing to start: {exc}") from exc
+
+
+def _url_host(host: str) -> str:
+    if host in ("0.0.0.0", "::", ""):
+        return "127.0.0.1"
+    return f"[{host}]" if ":" in host else host
+
+
+def _log_to_stderr() -> None:
+    """stdout carries the protocol on stdio; logs go to stderr."""
+    import logging
+
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the top-level app."""
+    from signoff.cli.demo import demo
+
+    app.command("serve")(serve)
+    app.command("demo")(demo)

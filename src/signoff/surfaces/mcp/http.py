@@ -146,11 +146,13 @@ def signoff_mcp(app: Starlette) -> SignoffMCP:
 
 def _metadata_routes(auth: BearerAuth, resource: AnyHttpUrl) -> list[BaseRoute]:
     servers = list(auth.authorization_servers) or [auth.public_url.rstrip("/")]
-    metadata = ProtectedResourceMetadata(
-        resource=resource,
-        authorization_servers=[AnyHttpUrl(s) for s in servers],
-        resource_name="signoff",
-        bearer_methods_supported=["header"],
+    metadata = ProtectedResourceMetadata.model_validate(
+        {
+            "resource": str(resource),
+            "authorization_servers": servers,
+            "resource_name": "signoff",
+            "bearer_methods_supported": ["header"],
+        }
     )
     handler = cors_middleware(ProtectedResourceMetadataHandler(metadata).handle, ["GET", "OPTIONS"])
     # RFC 9728 puts the document under the resource path; the bare path serves hosts that

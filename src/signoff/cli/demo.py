@@ -1,0 +1,158 @@
+"""`signoff demo`: the demo actions over HTTP on localhost, with tokens and a host snippet ready.
+
+State lives in ``.signoff-demo/`` (git-ignored): the embedded SQLite database and a generated HS256
+secret, kept so tokens printed earlier stay valid across restarts. Nothing secret is committed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from signoff.app import Application
+from signoff.cli.options import DEFAULT_MANIFESTS, ManifestsOption
+from signoff.cli.serve import HostOption, PortOption, fail, run_with_application
+from signoff.store.factory import MEMORY_URL
+from signoff.surfaces.mcp.auth import JwtConfig, JwtVerifier, issue_token
+from signoff.surfaces.mcp.http import BearerAuth, build_http_app, is_loopback
+from signoff.surfaces.mcp.serving import serve_http
+
+DEMO_TENANT = "demo"
+AGENT = ("demo-agent", ("billing",))
+APPROVER = ("demo-lead", ("billing-lead",))
+TOKEN_TTL_SECONDS = 7 * 24 * 3600
+
+
+def demo(
+    host: HostOption = "127.0.0.1",
+    port: PortOption = 8000,
+    manifests: ManifestsOption = DEFAULT_MANIFESTS,
+    state_dir: Annotated[
+        Path, typer.Option("--state-dir", help="Where the demo keeps its database and secret.")
+    ] = Path(".signoff-demo"),
+    memory: Annotated[
+        bool, typer.Option("--memory", help="Use a throwaway in-memory store instead of SQLite.")
+    ] = False,
+) -> None:
+    """Serve the demo actions over HTTP on localhost and print how to connect."""
+    if not is_loopback(host):
+        raise fail("the demo serves on a loopback address only (its tokens are printed)")
+    state = state_dir.resolve()
+    state.mkdir(mode=0o700, parents=True, exist_ok=True)
+    secret = _secret(state / "jwt-secret")
+    database = (
+        MEMORY_URL
+        if memory or not _sql_available()
+        else f"sqlite+aiosqlite:///{state / 'signoff.db'}"
+    )
+    public_url = f"http://{host}:{port}"
+    config = JwtConfig(secret=secret)
+    auth = BearerAuth(JwtVerifier(config), public_url)
+
+    manifests_dir = Path(manifests).resolve()
+
+    async def body(application: Application) -> None:
+        _print_instructions(state, public_url, secret, database, manifests_dir)
+        app = build_http_app(application.runtime, auth)
+        await serve_http(app, host, port, log_level="warning")
+
+    run_with_application(database, manifests, body)
+
+
+def _secret(path: Path) -> str:
+    if path.exists():
+        return path.read_text().strip()
+    value = secrets.token_urlsafe(48)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(value + "\n")
+    return value
+
+
+def _sql_available() -> bool:
+    try:
+        from signoff.store.sql import open_sql_store  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _signoff_command() -> str:
+    beside = Path(sys.executable).parent / "signoff"
+    if beside.exists():
+        return str(beside)
+    return shutil.which("signoff") or "signoff"
+
+
+def stdio_snippet(database: str, manifests: Path) -> dict[str, Any]:
+    """An ``mcpServers`` entry that launches signoff over stdio as the demo agent."""
+    subject, roles = AGENT
+    return {
+        "mcpServers": {
+            "signoff": {
+                "command": _signoff_command(),
+                "args": [
+                    "serve",
+                    "--transport",
+                    "stdio",
+                    "--database",
+                    database,
+                    "--manifests",
+                    str(manifests),
+                ],
+                "env": {
+                    "SIGNOFF_PRINCIPAL": subject,
+                    "SIGNOFF_TENANT": DEMO_TENANT,
+                    "SIGNOFF_ROLES": ",".join(roles),
+                },
+            }
+        }
+    }
+
+
+def _print_instructions(
+    state: Path, public_url: str, secret: str, database: str, manifests: Path
+) -> None:
+    agent_token = issue_token(
+        secret, AGENT[0], DEMO_TENANT, AGENT[1], ttl_seconds=TOKEN_TTL_SECONDS
+    )
+    lead_token = issue_token(
+        secret, APPROVER[0], DEMO_TENANT, APPROVER[1], ttl_seconds=TOKEN_TTL_SECONDS
+    )
+    for name, token in (("agent.token", agent_token), ("approver.token", lead_token)):
+        (state / name).write_text(token + "\n")
+    url = f"{public_url}/mcp"
+    echo = typer.echo
+    echo(f"signoff demo — MCP over streamable HTTP at {url}")
+    echo(f"  database:  {database}")
+    echo(f"  manifests: {manifests}")
+    echo("")
+    echo(f"Agent token   ({AGENT[0]}, tenant {DEMO_TENANT}, roles {','.join(AGENT[1])}):")
+    echo(f"  {agent_token}")
+    echo(f"Approver token ({APPROVER[0]}, tenant {DEMO_TENANT}, roles {','.join(APPROVER[1])}):")
+    echo(f"  {lead_token}")
+    echo("")
+    echo("The whole story as an agent (list tools, a read, a write that waits for approval):")
+    echo(f"  SIGNOFF_URL={url} .venv/bin/python examples/agent_session.py")
+    echo(f"  (it reads the agent token from {state / 'agent.token'}, or SIGNOFF_TOKEN)")
+    echo("")
+    echo("Claude Code over HTTP:")
+    echo(
+        f'  claude mcp add --transport http signoff {url} --header "Authorization: Bearer '
+        f'{agent_token}"'
+    )
+    echo("")
+    echo("Claude Desktop / Claude Code over stdio (mcpServers):")
+    if database == MEMORY_URL:
+        echo("  (in-memory store: a stdio server would not share this server's runs)")
+    echo(json.dumps(stdio_snippet(database, manifests), indent=2))
+    echo("")
+    echo(f"Ctrl-C stops the server; state is kept in {state}.")
+    sys.stdout.flush()

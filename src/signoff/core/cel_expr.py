@@ -33,8 +33,14 @@ class CelEvaluationError(Exception):
 class CelExpression:
     source: str
     program: cel.Program
+    # The root names the expression refers to (None: unknown, pass everything). Converting a
+    # variable into CEL costs more than evaluating most expressions, so pass only these.
+    names: frozenset[str] | None = None
 
     def evaluate(self, variables: dict[str, Any]) -> Any:
+        names = self.names
+        if names is not None:
+            variables = {name: variables[name] for name in names if name in variables}
         try:
             return self.program.execute(variables)
         except Exception as exc:  # the CEL binding raises several types; all mean "cannot decide"
@@ -49,7 +55,8 @@ class CelExpression:
 
 def compile_cel(source: str) -> CelExpression:
     try:
-        return CelExpression(source, cel.compile(source))
+        program = cel.compile(source)
+        return CelExpression(source, program, frozenset(program.variables()))
     except Exception as exc:
         message = str(exc)
         match = _POSITION.search(message)

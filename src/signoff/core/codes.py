@@ -93,6 +93,10 @@ class Code(StrEnum):
     ACTION_RUN_NOT_FOUND = "ACTION_RUN_NOT_FOUND"
     STALE_ACTION_ATTEMPT = "STALE_ACTION_ATTEMPT"
     ACTION_RUNTIME_FAILED = "ACTION_RUNTIME_FAILED"
+    ACTION_TIMED_OUT = "ACTION_TIMED_OUT"
+    ACTION_EXTERNAL_TIMEOUT = "ACTION_EXTERNAL_TIMEOUT"
+    ACTION_INTERRUPTED = "ACTION_INTERRUPTED"
+    ACTION_RESULT_NOT_TERMINAL = "ACTION_RESULT_NOT_TERMINAL"
     UNAUTHENTICATED = "UNAUTHENTICATED"
 
 
@@ -127,5 +131,9 @@ CODE_DESCRIPTIONS: dict[Code, str] = {
     Code.ACTION_RUN_NOT_FOUND: "No such run in the caller's tenant.",
     Code.STALE_ACTION_ATTEMPT: "The attempt token does not match the run's current attempt.",
     Code.ACTION_RUNTIME_FAILED: "signoff itself failed; the run needs review.",
+    Code.ACTION_TIMED_OUT: "The executor did not finish in time; it may have had its effect.",
+    Code.ACTION_EXTERNAL_TIMEOUT: "The external system never reported completion (orphan policy).",
+    Code.ACTION_INTERRUPTED: "signoff stopped mid-action; the side effect may or may not have happened.",
+    Code.ACTION_RESULT_NOT_TERMINAL: "A completion must carry a final result (SUCCEEDED or FAILED).",
     Code.UNAUTHENTICATED: "No valid credentials.",
 }

@@ -91,6 +91,13 @@ class ApprovalSpec(_Frozen):
     expires_after: timedelta | None = DEFAULT_APPROVAL_EXPIRY
 
 
+class OrphanPolicy(StrEnum):
+    """What happens to a deferred run whose external completion is overdue."""
+
+    MANUAL_REVIEW = "manual_review"
+    CANCEL = "cancel"
+
+
 class ResultMapping(_Frozen):
     status: ExecutionStatus = ExecutionStatus.FAILED
     retry: RetryDisposition = RetryDisposition.MANUAL_REVIEW
@@ -116,6 +123,14 @@ class ActionDefinition(BaseModel):
     executor: Hook
     mode: ExecutorMode = ExecutorMode.SYNC
     timeout: timedelta | None = None
+    cancel: Hook | None = Field(
+        default=None,
+        description="Deferred work: asks the external system to stop; idempotent per operation id.",
+    )
+    orphan: OrphanPolicy = OrphanPolicy.MANUAL_REVIEW
+    callback_secret: str | None = Field(
+        default=None, description="HMAC secret for this action's completion callbacks."
+    )
     executor_idempotent: bool = Field(
         default=False,
         description="The executor is idempotent by operation id: safe to re-dispatch after a crash.",
@@ -127,7 +142,16 @@ class ActionDefinition(BaseModel):
     def revision(self) -> str:
         """A stable fingerprint of the governed parts, recorded with each run's audit."""
         governed = self.model_dump(
-            mode="json", exclude={"executor", "guard", "source", "title", "description"}
+            mode="json",
+            exclude={
+                "executor",
+                "guard",
+                "cancel",
+                "callback_secret",
+                "source",
+                "title",
+                "description",
+            },
         )
         blob = json.dumps(governed, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -93,7 +93,7 @@ async def run_executor(action: CompiledAction, context: ExecutionContext) -> Exe
         )
     except TimeoutError:
         return ExecutionResult.manual_review_failure(
-            "ACTION_TIMED_OUT", f"executor did not finish within {timeout}"
+            Code.ACTION_TIMED_OUT, f"executor did not finish within {timeout}"
         )
     except Exception as exc:
         return ExecutionResult.manual_review_failure(

@@ -31,6 +31,8 @@ from signoff.core.proposal import ActionProposal, canonical_hash
 from signoff.core.results import ActionOutcome, ExecutionContext, ExecutionResult
 from signoff.core.run import ActionRun, ApprovalState, DuplicateScope, RunStatus
 
+MAX_CAS_ATTEMPTS = 64
+
 
 class Pipeline:
     """Shared machinery of the governed path; ``Runtime`` adds approvals and cancellation."""
@@ -41,10 +43,15 @@ class Pipeline:
         store: Store,
         clock: Clock | None = None,
         lane: AsyncLane | None = None,
+        instance_id: str = "default",
     ) -> None:
         self.registry = registry
         self.store = store
         self.clock: Clock = clock or SystemClock()
+        self.instance_id = instance_id
+        # One incarnation per process life: ``worker_id`` says which life holds a RUNNING run.
+        self.incarnation = new_token()
+        self.worker_id = f"{instance_id}/{self.incarnation}"
         self._lane = lane
         self._tasks: set[asyncio.Task[Any]] = set()
 
@@ -193,6 +200,23 @@ class Pipeline:
             Code.INPUT_VALIDATION_FAILED, f"{first['path']}: {first['message']}"
         ).model_copy(update={"output": {"errors": errors}})
 
+    def recheck(self, action: CompiledAction, run: ActionRun) -> ExecutionResult | None:
+        """Validate the stored input and evaluate the *current* policy again (resume, recovery)."""
+        invalid = self._validate(action, run.input)
+        if invalid is not None:
+            return invalid
+        decision = evaluate_policy(action, self._policy_input(run, self.clock.now()))
+        if decision.denial is not None:
+            return ExecutionResult.denied(
+                Code.POLICY_REVALIDATION_DENIED,
+                f"Current policy refuses it ({decision.denial.code}): {decision.denial.message}",
+            ).model_copy(update={"output": {"policy_code": decision.denial.code}})
+        if decision.resource != run.resource:
+            return ExecutionResult.denied(
+                Code.POLICY_REVALIDATION_DENIED, "The resource identity changed."
+            )
+        return None
+
     @staticmethod
     def _policy_input(run: ActionRun, now: Any) -> PolicyInput:
         return PolicyInput(
@@ -233,10 +257,14 @@ class Pipeline:
             expires_at=now + spec.expires_after if spec.expires_after is not None else None,
         )
 
-    @staticmethod
-    def _start_attempt(run: ActionRun, now: Any, **changes: Any) -> ActionRun:
+    def _start_attempt(self, run: ActionRun, now: Any, **changes: Any) -> ActionRun:
         return run.advance(
-            RunStatus.RUNNING, now, attempt=run.attempt + 1, attempt_token=new_token(), **changes
+            RunStatus.RUNNING,
+            now,
+            attempt=run.attempt + 1,
+            attempt_token=new_token(),
+            worker_id=self.worker_id,
+            **changes,
         )
 
     @staticmethod
@@ -300,11 +328,8 @@ class Pipeline:
     async def _claim_then_execute(self, action: CompiledAction, run: ActionRun) -> ActionOutcome:
         """Queued work may be cancelled until it is claimed; the claim is a CAS, so never both."""
         now = self.clock.now()
-        claimed = run.advance(RunStatus.RUNNING, now, dispatched_at=now)
-        async with self.store.unit() as unit:
-            stored = await unit.runs.compare_and_set(run.version, claimed)
-            if stored is not None:
-                await unit.audit.append([event(stored, "dispatch_claimed", now)])
+        claimed = run.advance(RunStatus.RUNNING, now, dispatched_at=now, worker_id=self.worker_id)
+        stored = await self.cas_with_audit(run, claimed, "dispatch_claimed")
         if stored is None:
             current = await self.load(run.run_id)
             assert current is not None
@@ -327,28 +352,61 @@ class Pipeline:
         kind: str,
         *,
         actor: str | None = None,
-        extra: dict[str, Any] | None = None,
+        data: dict[str, Any] | None = None,
         **changes: Any,
     ) -> ActionOutcome:
+        """Commit a terminal result; on a lost race answer the stored truth, unchanged."""
+        outcome = await self.terminal_cas(run, result, kind, actor=actor, data=data, **changes)
+        if outcome is not None:
+            return outcome
+        current = await self.load(run.run_id)
+        assert current is not None
+        return outcome_of(current)
+
+    async def terminal_cas(
+        self,
+        run: ActionRun,
+        result: ExecutionResult,
+        kind: str,
+        *,
+        actor: str | None = None,
+        data: dict[str, Any] | None = None,
+        **changes: Any,
+    ) -> ActionOutcome | None:
         """Commit a terminal result with its duplicate completion and audit, by compare-and-set.
 
-        A lost race means someone else wrote first: the stored truth is answered, unchanged.
+        ``None`` means someone else wrote first; the caller re-reads and decides.
         """
         now = self.clock.now()
         final = run.advance(terminal_status_for(result), now, result=result, **changes)
         async with self.store.unit() as unit:
             stored = await unit.runs.compare_and_set(run.version, final)
+            if stored is None:
+                return None
+            if run.duplicate_scope is not None:
+                await unit.duplicates.complete(run.duplicate_scope, run.run_id, result, now)
+            await unit.audit.append(
+                [event(stored, kind, now, actor=actor, code=result.code, **(data or {}))]
+            )
+        return outcome_of(stored)
+
+    async def cas_with_audit(
+        self,
+        run: ActionRun,
+        updated: ActionRun,
+        kind: str,
+        *,
+        actor: str | None = None,
+        data: dict[str, Any] | None = None,
+    ) -> ActionRun | None:
+        """A non-terminal compare-and-set and its audit event in one unit."""
+        async with self.store.unit() as unit:
+            stored = await unit.runs.compare_and_set(run.version, updated)
             if stored is not None:
-                if run.duplicate_scope is not None:
-                    await unit.duplicates.complete(run.duplicate_scope, run.run_id, result, now)
                 await unit.audit.append(
-                    [event(stored, kind, now, actor=actor, code=result.code, **(extra or {}))]
+                    [event(stored, kind, updated.updated_at, actor=actor, **(data or {}))]
                 )
-        if stored is not None:
-            return outcome_of(stored)
-        current = await self.load(run.run_id)
-        assert current is not None
-        return outcome_of(current)
+        return stored
 
     async def load(self, run_id: str) -> ActionRun | None:
         async with self.store.unit() as unit:

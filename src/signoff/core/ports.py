@@ -108,6 +108,16 @@ class AuditLog(Protocol):
     async def list_for_run(self, run_id: str) -> list[AuditEvent]: ...
 
 
+class WorkerRegistry(Protocol):
+    """Liveness of runtime incarnations (``instance/incarnation``), for crash recovery.
+
+    Not part of a unit of work: a heartbeat is its own small write.
+    """
+
+    async def heartbeat(self, worker_id: str, now: datetime) -> None: ...
+    async def last_seen(self, worker_ids: Sequence[str]) -> dict[str, datetime]: ...
+
+
 class StoreUnit(Protocol):
     """The ports bound to one unit of work."""
 
@@ -121,6 +131,9 @@ class StoreUnit(Protocol):
 
 @runtime_checkable
 class Store(Protocol):
+    @property
+    def workers(self) -> WorkerRegistry: ...
+
     def unit(self) -> AbstractAsyncContextManager[StoreUnit]:
         """A unit of work: its writes commit together on a clean exit and roll back on error."""
         ...

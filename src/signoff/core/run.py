@@ -170,6 +170,9 @@ class ActionRun(BaseModel):
     duplicate_of: str | None = None
     result: ExecutionResult | None = None
     dispatched_at: datetime | None = None
+    worker_id: str | None = Field(
+        default=None, description="The instance that holds this run while it is RUNNING."
+    )
     deadline_at: datetime | None = None
     created_at: datetime
     updated_at: datetime

@@ -221,6 +221,20 @@ class InMemoryAuditLog:
             return list(self._events.get(run_id, ()))
 
 
+class InMemoryWorkerRegistry:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seen: dict[str, datetime] = {}
+
+    async def heartbeat(self, worker_id: str, now: datetime) -> None:
+        with self._lock:
+            self._seen[worker_id] = now
+
+    async def last_seen(self, worker_ids: Sequence[str]) -> dict[str, datetime]:
+        with self._lock:
+            return {w: self._seen[w] for w in worker_ids if w in self._seen}
+
+
 class _Unit:
     def __init__(self, store: InMemoryStore) -> None:
         self.runs = store.runs
@@ -236,6 +250,7 @@ class InMemoryStore:
         self.runs = InMemoryRunStore(self._notifier)
         self.duplicates = InMemoryDuplicateStore()
         self.audit = InMemoryAuditLog()
+        self.workers = InMemoryWorkerRegistry()
         self.units_committed = 0
 
     @asynccontextmanager

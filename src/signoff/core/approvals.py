@@ -1,0 +1,193 @@
+"""Approval decisions, quorum, resume and expiry.
+
+Approval is data on the run, decided by compare-and-set: concurrent approvers each re-read and
+re-apply, so exactly one of them moves the run to RUNNING and dispatches. Resume never reserves
+again; it re-resolves the definition, re-validates the stored input, re-evaluates current policy,
+and the guard runs immediately before dispatch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from signoff.core.codes import Code
+from signoff.core.compiled import CompiledAction
+from signoff.core.definition import ExecutorMode
+from signoff.core.dispatch import shielded
+from signoff.core.identity import Channel, Principal
+from signoff.core.outcomes import outcome_of
+from signoff.core.pipeline import MAX_CAS_ATTEMPTS, Pipeline
+from signoff.core.results import ActionOutcome, ExecutionResult
+from signoff.core.run import (
+    ActionRun,
+    ApprovalDecision,
+    ApprovalState,
+    ApprovalVote,
+    RunStatus,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionRequest:
+    """An approver's decision as a surface hands it over; identity from trusted context."""
+
+    approver: Principal
+    vote: ApprovalVote
+    reason: str = ""
+    channel: Channel = Channel.API
+    via: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionResult:
+    """``code`` says what happened to the decision; ``outcome`` is the run as it now stands."""
+
+    code: str
+    outcome: ActionOutcome | None
+    accepted: bool
+
+
+class ApprovalFlow(Pipeline):
+    # --------------------------------------------------------------- approvals
+    async def decide(self, run_id: str, tenant_id: str, request: DecisionRequest) -> DecisionResult:
+        """Record one approver's decision; on the last needed approval, resume and dispatch."""
+        return await shielded(self._decide(run_id, tenant_id, request), self._tasks)
+
+    async def _decide(
+        self, run_id: str, tenant_id: str, request: DecisionRequest
+    ) -> DecisionResult:
+        for _ in range(MAX_CAS_ATTEMPTS):
+            run = await self.load(run_id)
+            if run is None or run.tenant_id != tenant_id:
+                return DecisionResult(Code.ACTION_RUN_NOT_FOUND, None, accepted=False)
+            if run.status is not RunStatus.WAITING_APPROVAL or run.approval is None:
+                code = (
+                    Code.APPROVAL_EXPIRED
+                    if run.status is RunStatus.EXPIRED
+                    else Code.APPROVAL_NOT_PENDING
+                )
+                return DecisionResult(code, outcome_of(run), accepted=False)
+            if self._overdue(run):
+                await self._expire(run)
+                current = await self.load(run_id)
+                assert current is not None
+                return DecisionResult(Code.APPROVAL_EXPIRED, outcome_of(current), accepted=False)
+            state = run.approval
+            approver = request.approver
+            if approver.id == run.principal.id or not approver.has_any_role(state.approver_roles):
+                return DecisionResult(Code.APPROVER_NOT_ELIGIBLE, outcome_of(run), accepted=False)
+            if state.decided_by(approver.id) is not None:
+                return DecisionResult(
+                    Code.APPROVAL_ALREADY_DECIDED, outcome_of(run), accepted=False
+                )
+            now = self.clock.now()
+            decision = ApprovalDecision(
+                approver_id=approver.id,
+                roles=approver.roles,
+                decision=request.vote,
+                reason=request.reason,
+                at=now,
+                channel=request.channel,
+                via=request.via,
+            )
+            state = state.model_copy(update={"decisions": (*state.decisions, decision)})
+            audit = {"vote": str(request.vote), "reason": request.reason, "via": request.via}
+
+            if request.vote is ApprovalVote.REJECT:
+                result = ExecutionResult.denied(
+                    Code.APPROVAL_REJECTED, request.reason or "Rejected by an approver."
+                )
+                outcome = await self.terminal_cas(
+                    run, result, "approval_rejected", actor=approver.id, data=audit, approval=state
+                )
+                if outcome is None:
+                    continue
+                return DecisionResult(Code.APPROVAL_REJECTED, outcome, accepted=True)
+
+            action = self.registry.resolve(run.action_id)
+            if action is not None and not self._quorum(action, run, state):
+                waiting = run.advance(RunStatus.WAITING_APPROVAL, now, approval=state)
+                stored = await self.cas_with_audit(
+                    run, waiting, "approval_recorded", actor=approver.id, data=audit
+                )
+                if stored is None:
+                    continue
+                return DecisionResult(Code.APPROVAL_RECORDED, outcome_of(stored), accepted=True)
+
+            outcome = await self._resume(run, action, state, approver.id, audit)
+            if outcome is None:
+                continue
+            return DecisionResult(outcome.code, outcome, accepted=True)
+        raise RuntimeError(f"decide on {run_id}: too much contention")
+
+    def _quorum(self, action: CompiledAction, run: ActionRun, state: ApprovalState) -> bool:
+        """Quorum under the *current* approver rule as well as the one the run was created with."""
+        spec = action.definition.approval
+        roles = set(state.approver_roles) & set(spec.approver_roles) or set(spec.approver_roles)
+        approvers = {
+            d.approver_id
+            for d in state.approvals()
+            if d.approver_id != run.principal.id and roles.intersection(d.roles)
+        }
+        return len(approvers) >= max(state.count, spec.count)
+
+    async def _resume(
+        self,
+        run: ActionRun,
+        action: CompiledAction | None,
+        state: ApprovalState,
+        approver_id: str,
+        audit: dict[str, str | None],
+    ) -> ActionOutcome | None:
+        """The last approval arrived: re-check everything, then dispatch. ``None``: CAS lost."""
+        now = self.clock.now()
+        refusal: ExecutionResult | None
+        if action is None:
+            refusal = ExecutionResult.denied(
+                Code.ACTION_NOT_REGISTERED, f"{run.action_id} is no longer registered."
+            )
+        else:
+            refusal = self.recheck(action, run)
+        if refusal is not None:
+            return await self.terminal_cas(
+                run, refusal, "resume_refused", actor=approver_id, data=audit, approval=state
+            )
+        assert action is not None
+        started = self._start_attempt(run, now, approval=state)
+        stored = await self.cas_with_audit(
+            run,
+            started,
+            "approved_dispatching",
+            actor=approver_id,
+            data={**audit, "revision": action.revision},
+        )
+        if stored is None:
+            return None
+        if action.definition.mode is ExecutorMode.ASYNC:
+            # Approved work is never refused for a full lane: it queues behind the running limit.
+            self.lane.force_acquire()
+        return await self.dispatch(action, stored)
+
+    # ------------------------------------------------------------------ expiry
+    def _overdue(self, run: ActionRun) -> bool:
+        return (
+            run.status is RunStatus.WAITING_APPROVAL
+            and run.approval is not None
+            and run.approval.expires_at is not None
+            and run.approval.expires_at <= self.clock.now()
+        )
+
+    async def _expire(self, run: ActionRun) -> bool:
+        result = ExecutionResult.denied(Code.APPROVAL_EXPIRED, "Nobody approved it in time.")
+        outcome = await self.terminal_cas(run, result, "approval_expired", actor="signoff")
+        return outcome is not None
+
+    async def expire_overdue(self, limit: int = 1000) -> int:
+        """The sweeper: move every overdue approval to EXPIRED. Returns how many it moved."""
+        async with self.store.unit() as unit:
+            waiting = await unit.runs.list(statuses=[RunStatus.WAITING_APPROVAL], limit=limit)
+        moved = 0
+        for run in waiting:
+            if self._overdue(run) and await self._expire(run):
+                moved += 1
+        return moved

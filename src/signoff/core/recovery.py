@@ -1,0 +1,129 @@
+"""Crash recovery: reconcile non-terminal runs by state, through the normal CAS transitions.
+
+- WAITING_APPROVAL keeps waiting; overdue ones expire.
+- WAITING_EXTERNAL keeps waiting; overdue ones follow the action's orphan policy.
+- RUNNING runs whose holder is dead: background work never claimed for dispatch is dispatched
+  now; an executor declared idempotent by operation id is re-dispatched with the same operation
+  id; anything else may or may not have had its side effect and becomes
+  FAILED / ACTION_INTERRUPTED / MANUAL_REVIEW.
+
+Who holds a RUNNING run is recorded as ``worker_id`` = ``instance/incarnation``. A holder is dead
+when it is an earlier life of this instance (run one live process per instance id), when the
+operator names its instance, or when its heartbeat is older than ``worker_ttl``. A live holder's
+work is never taken over. Recoverers race on compare-and-set; the winner becomes the holder and
+heartbeats, so the others see a live holder and leave the run alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from signoff.core.codes import Code
+from signoff.core.definition import ExecutorMode
+from signoff.core.external import ExternalFlow
+from signoff.core.results import ExecutionResult
+from signoff.core.run import ActionRun, RunStatus
+
+WORKER_TTL = timedelta(seconds=60)
+HEARTBEAT_EVERY = 15.0
+
+
+@dataclass
+class RecoveryReport:
+    expired: int = 0
+    orphaned: int = 0
+    redispatched: list[str] = field(default_factory=list)
+    interrupted: list[str] = field(default_factory=list)
+    skipped: int = 0
+
+
+class RecoveryFlow(ExternalFlow):
+    worker_ttl: timedelta = WORKER_TTL
+
+    async def heartbeat(self) -> None:
+        await self.store.workers.heartbeat(self.worker_id, self.clock.now())
+
+    async def heartbeat_forever(self, every: float = HEARTBEAT_EVERY) -> None:
+        """Keep this incarnation visibly alive (the server runs it in the background)."""
+        while True:
+            await self.heartbeat()
+            await asyncio.sleep(every)
+
+    async def recover(self, instance_id: str | None = None, limit: int = 10_000) -> RecoveryReport:
+        """Reconcile after a crash: at every server start, periodically, and by ``signoff recover``.
+
+        ``instance_id`` is the operator's word that this instance is down: all of its runs count
+        as abandoned. Without it, only dead holders (see the module docstring) are recovered.
+        """
+        pulse = asyncio.get_running_loop().create_task(self.heartbeat_forever())
+        try:
+            await self.heartbeat()
+            report = RecoveryReport()
+            report.expired = await self.expire_overdue(limit)
+            report.orphaned = await self.sweep_external(limit)
+            async with self.store.unit() as unit:
+                running = await unit.runs.list(statuses=[RunStatus.RUNNING], limit=limit)
+            dead = await self._dead_holders(running, instance_id)
+            for run in running:
+                if run.worker_id in dead:
+                    await self._recover_running(run, report)
+                else:
+                    report.skipped += 1
+            return report
+        finally:
+            pulse.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await pulse
+
+    async def _dead_holders(self, runs: list[ActionRun], named: str | None) -> set[str | None]:
+        holders = {run.worker_id for run in runs}
+        dead: set[str | None] = {None} if None in holders else set()
+        unknown: list[str] = []
+        for holder in holders - {None, self.worker_id}:
+            assert holder is not None
+            instance = holder.rpartition("/")[0]
+            if instance in (named, self.instance_id):
+                dead.add(holder)
+            else:
+                unknown.append(holder)
+        seen = await self.store.workers.last_seen(unknown)
+        cutoff = self.clock.now() - self.worker_ttl
+        dead.update(h for h in unknown if h not in seen or seen[h] < cutoff)
+        return dead
+
+    async def _recover_running(self, run: ActionRun, report: RecoveryReport) -> None:
+        action = self.registry.resolve(run.action_id)
+        never_started = run.executor_mode == ExecutorMode.ASYNC and run.dispatched_at is None
+        if action is None or not (never_started or action.definition.executor_idempotent):
+            failure = ExecutionResult.manual_review_failure(
+                Code.ACTION_INTERRUPTED,
+                "signoff stopped while the action ran; its side effect may or may not have happened.",
+            )
+            if await self.terminal_cas(run, failure, "recovered_interrupted", actor="recovery"):
+                report.interrupted.append(run.run_id)
+            return
+        refusal = self.recheck(action, run)
+        if refusal is not None:
+            if not never_started:  # the effect may already have happened before the crash
+                refusal = ExecutionResult.manual_review_failure(refusal.code, refusal.message)
+            await self.terminal_cas(run, refusal, "recovery_refused", actor="recovery")
+            return
+        now = self.clock.now()
+        claimed = run.advance(RunStatus.RUNNING, now, dispatched_at=now, worker_id=self.worker_id)
+        stored = await self.cas_with_audit(
+            run,
+            claimed,
+            "recovery_redispatch",
+            actor="recovery",
+            data={"operation_id": run.operation_id, "previous_holder": run.worker_id},
+        )
+        if stored is None:  # another recoverer or a completion got there first
+            return
+        report.redispatched.append(run.run_id)
+        if action.definition.mode is ExecutorMode.DEFERRED:
+            await self._dispatch_deferred(action, stored)
+        else:
+            await self._guard_execute_record(action, stored)

@@ -70,7 +70,7 @@ class NonAtomicDuplicates(GatedDuplicates):
         existing = self._entries.get(scope)
         if existing is not None:
             return Reservation(accepted=False, existing=existing)
-        time.sleep(0.002)  # noqa: ASYNC251 - widen the window between check and insert
+        time.sleep(0.02)  # noqa: ASYNC251 - widen the window between check and insert
         self._entries[scope] = DuplicateEntry(
             scope, owner_run_id, DuplicateState.RUNNING, input_hash, None, now
         )
@@ -141,14 +141,14 @@ def test_full_pipeline_reserve_versus_complete_race_accepts_exactly_once(repetit
     winners = [o for o in outcome["early"] if o.duplicate_of is None]
     assert len(winners) == 1 and winners[0].code == Code.SUCCEEDED
     owner = winners[0]
-    for loser in outcome["early"]:
-        if loser is not owner:
-            assert loser.code == Code.DUPLICATE_IN_PROGRESS and loser.duplicate_of == owner.run_id
-    for late in outcome["late"]:
-        assert late.code in (Code.DUPLICATE_IN_PROGRESS, Code.SUCCEEDED)
-        assert late.duplicate_of == owner.run_id
-        if late.code == Code.SUCCEEDED:
-            assert late.output == owner.output
+    # Every duplicate sees either the reservation in progress or the original result.
+    duplicates = [o for o in outcome["early"] if o is not owner] + outcome["late"]
+    assert len(duplicates) == 12 - 1 + 6
+    for duplicate in duplicates:
+        assert duplicate.code in (Code.DUPLICATE_IN_PROGRESS, Code.SUCCEEDED)
+        assert duplicate.duplicate_of == owner.run_id
+        if duplicate.code == Code.SUCCEEDED:
+            assert duplicate.output == owner.output
     # No terminal overwrite: every later duplicate gets the unchanged original result.
     assert outcome["afterwards"].output == owner.output
     assert outcome["afterwards"].duplicate_of == owner.run_id

@@ -1,9 +1,114 @@
-"""`signoff check` (not implemented yet)."""
+"""`signoff check` (validate manifests, run their policy tests) and `signoff schema`."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
 import typer
+from rich.console import Console
+from rich.table import Table
+
+from signoff.cli.options import DEFAULT_MANIFESTS, ManifestsOption
+from signoff.manifest import (
+    LoadedAction,
+    ManifestErrors,
+    ManifestSet,
+    load_manifests,
+    run_cases,
+    shipped_schema_text,
+)
+
+
+def approval_rule(action: LoadedAction) -> str:
+    """The approval rule in a few words, as the table shows it."""
+    spec = action.manifest.spec
+    approval = spec.approval
+    if approval is None:
+        if spec.risk == "critical":
+            return "always (default for critical risk) -> 1 of approver"
+        if spec.effect == "read_only":
+            return "none (default for reads)"
+        return "agent proposals (default) -> 1 of approver"
+    when = approval.when
+    if when is False or when == "false":
+        return "never"
+    condition = "always" if when is True or when == "true" else str(when).strip()
+    roles = ", ".join(approval.approvers.roles)
+    return f"{condition} -> {approval.approvers.count} of {roles}"
+
+
+def _table(loaded: ManifestSet) -> Table:
+    table = Table(title=f"{len(loaded.actions)} actions in {loaded.source}")
+    for column in ("id", "effect", "risk", "approval", "executor"):
+        table.add_column(column, overflow="fold")
+    for action in loaded.actions:
+        spec = action.manifest.spec
+        kind = "http" if spec.executor.http is not None else "python"
+        table.add_row(
+            action.id, spec.effect, spec.risk, approval_rule(action), f"{spec.executor.mode} {kind}"
+        )
+    return table
+
+
+def check_manifests(source: Path, out: Console, err: Console) -> int:
+    """Validate, print the table and the test cases; the exit status (0 only if all is well)."""
+    try:
+        loaded = load_manifests(source)
+    except ManifestErrors as exc:
+        for problem in exc.problems:
+            err.print(str(problem), markup=False, highlight=False, soft_wrap=True)
+        files = len({problem.file for problem in exc.problems})
+        count = len(exc.problems)
+        err.print(
+            f"{count} problem{'s' * (count != 1)} in {files} file{'s' * (files != 1)}; "
+            "the manifests were not loaded [MANIFEST_INVALID]",
+            markup=False,
+            highlight=False,
+        )
+        return 1
+    out.print(_table(loaded))
+    results = run_cases(loaded)
+    failed = [result for result in results if not result.passed]
+    for result in results:
+        where = f"{result.file}:{result.line}"
+        if result.passed:
+            line = f"ok    {result.action_id}: {result.name} -> {result.actual}"
+            out.print(line, markup=False, highlight=False, soft_wrap=True)
+        else:
+            line = (
+                f"FAIL  {where}: {result.action_id}: {result.name}: expected {result.expected},"
+                f" got {result.actual} ({result.detail})"
+            )
+            err.print(line, markup=False, highlight=False, soft_wrap=True)
+    summary = f"{len(results) - len(failed)} of {len(results)} test cases passed"
+    if failed:
+        err.print(f"{summary} [MANIFEST_TESTS_FAILED]", markup=False, highlight=False)
+        return 1
+    out.print(f"{summary}; the manifests are valid", markup=False, highlight=False)
+    return 0
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the top-level app."""
+
+    @app.command("check")
+    def check(
+        directory: Annotated[
+            Path | None,
+            typer.Argument(help="Manifest directory or file (default: --manifests)."),
+        ] = None,
+        manifests: ManifestsOption = DEFAULT_MANIFESTS,
+    ) -> None:
+        """Validate the action manifests and run their tests: cases; exit 1 listing every error."""
+        status = check_manifests(
+            directory if directory is not None else Path(manifests),
+            Console(),
+            Console(stderr=True),
+        )
+        raise typer.Exit(status)
+
+    @app.command("schema")
+    def schema() -> None:
+        """Print the JSON Schema of the manifest format (for editor completion and checks)."""
+        typer.echo(shipped_schema_text(), nl=False)

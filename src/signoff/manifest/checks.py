@@ -43,19 +43,26 @@ def _file_position(document: Document, path: FieldPath, line: int, column: int) 
         return document.position(path)
     start_line, start_column = node.start_mark.line + 1, node.start_mark.column + 1
     if node.style in ("|", ">"):
-        # The block's content starts on the next line at the block's indentation.
-        text_line = start_line + line
+        # The block's content starts on the next line, indented like its first line.
         buffer = node.start_mark.buffer
-        indent = 0
-        if isinstance(buffer, str):
-            lines = buffer.splitlines()
-            if text_line - 1 < len(lines):
-                raw = lines[text_line - 1]
-                indent = len(raw) - len(raw.lstrip(" "))
-        return text_line, indent + column
+        lines = buffer.splitlines() if isinstance(buffer, str) else []
+        first = lines[start_line] if start_line < len(lines) else ""
+        indent = len(first) - len(first.lstrip(" "))
+        return start_line + line, indent + column
     if line == 1:
         return start_line, start_column + (1 if node.style in ("'", '"') else 0) + column - 1
     return start_line, start_column
+
+
+def _clamp(source: str, line: int, column: int) -> tuple[int, int]:
+    """A position past the last character (trailing newlines) moves back to just after it."""
+    lines = source.split("\n")
+    offset = sum(len(text) + 1 for text in lines[: line - 1]) + column - 1
+    end = len(source.rstrip())
+    if offset <= end:
+        return line, column
+    before = source[:end]
+    return before.count("\n") + 1, end - (before.rfind("\n") + 1) + 1
 
 
 def check_cel(document: Document, path: FieldPath, source: str) -> list[ManifestProblem]:
@@ -63,13 +70,17 @@ def check_cel(document: Document, path: FieldPath, source: str) -> list[Manifest
     try:
         compiled = compile_cel(source)
     except CelCompileError as exc:
-        position = _file_position(document, path, exc.line or 1, exc.column or 1)
+        line, column = _clamp(source, exc.line or 1, exc.column or 1)
+        position = _file_position(document, path, line, column)
         where = f" (column {exc.column} of the expression)" if exc.column else ""
+        reason, _, expected = exc.reason.partition(" expecting ")
+        if expected and len(expected) <= 40:  # ANTLR's full token lists help nobody
+            reason = f"{reason}, expecting {expected}"
         return [
             document.problem(
                 path,
                 ProblemCode.INVALID_CEL,
-                f"invalid CEL{where}: {exc.reason}",
+                f"invalid CEL{where}: {reason}",
                 position=position,
             )
         ]

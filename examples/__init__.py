@@ -1,0 +1,1 @@
+"""Example domain code the demo manifests point at (``examples.invoices``)."""

@@ -164,3 +164,45 @@ def test_concurrent_approvers_dispatch_exactly_once(repetition: int) -> None:
     assert {r.code for r in results if not r.accepted} == {Code.APPROVAL_NOT_PENDING}
     final = asyncio.run(runtime.get(pending.run_id, "acme"))
     assert final is not None and final.code == Code.SUCCEEDED
+
+
+class Listener:
+    def __init__(self, fail: bool = False) -> None:
+        self.events: list[tuple[str, str, RunStatus]] = []
+        self.fail = fail
+
+    async def approval_requested(self, run: ActionRun) -> None:
+        self.events.append(("requested", run.run_id, run.status))
+        if self.fail:
+            raise ConnectionError("webhook down")
+
+    async def approval_decided(self, run: ActionRun, decision: str) -> None:
+        self.events.append((decision, run.run_id, run.status))
+        if self.fail:
+            raise ConnectionError("webhook down")
+
+
+async def test_the_notifier_hears_requests_and_decisions_after_they_are_committed() -> None:
+    listener = Listener()
+    runtime = Runtime(ActionRegistry([definition(Recorder())]), InMemoryStore(), notifier=listener)
+    pending = await runtime.propose(proposal(LARGE))
+    await runtime.decide(pending.run_id, "acme", approve())
+    await runtime.drain()
+    assert listener.events == [
+        ("requested", pending.run_id, RunStatus.WAITING_APPROVAL),
+        ("approved", pending.run_id, RunStatus.SUCCEEDED),
+    ]
+
+
+async def test_a_failing_notifier_never_blocks_or_loses_a_run(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    listener = Listener(fail=True)
+    recorder = Recorder()
+    runtime = Runtime(ActionRegistry([definition(recorder)]), InMemoryStore(), notifier=listener)
+    pending = await runtime.propose(proposal(LARGE))
+    decision = await runtime.decide(pending.run_id, "acme", approve())
+    await runtime.drain()
+    assert decision.outcome is not None and decision.outcome.code == Code.SUCCEEDED
+    assert recorder.count == 1 and len(listener.events) == 2
+    assert "notification failed" in caplog.text

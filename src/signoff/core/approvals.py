@@ -102,6 +102,7 @@ class ApprovalFlow(Pipeline):
                 )
                 if outcome is None:
                     continue
+                self._decided(run.run_id, "rejected")
                 return DecisionResult(Code.APPROVAL_REJECTED, outcome, accepted=True)
 
             action = self.registry.resolve(run.action_id)
@@ -112,13 +113,28 @@ class ApprovalFlow(Pipeline):
                 )
                 if stored is None:
                     continue
+                self._decided(run.run_id, "recorded")
                 return DecisionResult(Code.APPROVAL_RECORDED, outcome_of(stored), accepted=True)
 
             outcome = await self._resume(run, action, state, approver.id, audit)
             if outcome is None:
                 continue
+            self._decided(run.run_id, "approved")
             return DecisionResult(outcome.code, outcome, accepted=True)
         raise RuntimeError(f"decide on {run_id}: too much contention")
+
+    def _decided(self, run_id: str, decision: str) -> None:
+        """Tell the notifier, with the run as committed (it may have executed meanwhile)."""
+        notifier = self.notifier
+        if notifier is None:
+            return
+
+        async def send() -> None:
+            run = await self.load(run_id)
+            if run is not None:
+                await notifier.approval_decided(run, decision)
+
+        self.notify(send())
 
     def _quorum(self, action: CompiledAction, run: ActionRun, state: ApprovalState) -> bool:
         """Quorum under the *current* approver rule as well as the one the run was created with."""
@@ -180,6 +196,8 @@ class ApprovalFlow(Pipeline):
     async def _expire(self, run: ActionRun) -> bool:
         result = ExecutionResult.denied(Code.APPROVAL_EXPIRED, "Nobody approved it in time.")
         outcome = await self.terminal_cas(run, result, "approval_expired", actor="signoff")
+        if outcome is not None:
+            self._decided(run.run_id, "expired")
         return outcome is not None
 
     async def expire_overdue(self, limit: int = 1000) -> int:

@@ -16,6 +16,8 @@ the guard immediately before dispatch (see ``approvals.py``).
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections.abc import Coroutine
 from typing import Any
 
 from signoff.core.clock import SystemClock, new_run_id, new_token
@@ -26,12 +28,20 @@ from signoff.core.dispatch import AsyncLane, run_executor, run_guard, shielded
 from signoff.core.identity import Principal, is_valid_idempotency_key
 from signoff.core.outcomes import event, outcome_of, terminal_status_for
 from signoff.core.policy import PolicyInput, evaluate_policy
-from signoff.core.ports import AuditEvent, Clock, DuplicateEntry, DuplicateState, Store
+from signoff.core.ports import AuditEvent, Clock, DuplicateEntry, DuplicateState, Notifier, Store
 from signoff.core.proposal import ActionProposal, canonical_hash
 from signoff.core.results import ActionOutcome, ExecutionContext, ExecutionResult
 from signoff.core.run import ActionRun, ApprovalState, DuplicateScope, RunStatus
 
 MAX_CAS_ATTEMPTS = 64
+log = logging.getLogger("signoff")
+
+
+async def _quietly(call: Coroutine[Any, Any, None]) -> None:
+    try:
+        await call
+    except Exception:
+        log.exception("notification failed; the run is unaffected")
 
 
 class Pipeline:
@@ -44,6 +54,7 @@ class Pipeline:
         clock: Clock | None = None,
         lane: AsyncLane | None = None,
         instance_id: str = "default",
+        notifier: Notifier | None = None,
     ) -> None:
         self.registry = registry
         self.store = store
@@ -53,6 +64,7 @@ class Pipeline:
         self.incarnation = new_token()
         self.worker_id = f"{instance_id}/{self.incarnation}"
         self._lane = lane
+        self.notifier = notifier
         self._tasks: set[asyncio.Task[Any]] = set()
 
     @property
@@ -173,7 +185,14 @@ class Pipeline:
         return await self.dispatch(action, run)
 
     def _on_approval_requested(self, run: ActionRun) -> None:
-        """Hook for notifications; the runtime wires it."""
+        if self.notifier is not None:
+            self.notify(self.notifier.approval_requested(run))
+
+    def notify(self, call: Coroutine[Any, Any, None]) -> None:
+        """Run a notification in the background; its failure is logged, never raised."""
+        task = asyncio.get_running_loop().create_task(_quietly(call))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def _check_key(self, action: CompiledAction, key: str | None) -> ExecutionResult | None:
         if key is None:

@@ -145,5 +145,13 @@ class Store(Protocol):
     async def close(self) -> None: ...
 
 
+class Notifier(Protocol):
+    """Told about approval events after they are committed. Called fire-and-forget: a slow or
+    failing notifier never blocks or loses a run."""
+
+    async def approval_requested(self, run: ActionRun) -> None: ...
+    async def approval_decided(self, run: ActionRun, decision: str) -> None: ...
+
+
 class Clock(Protocol):
     def now(self) -> datetime: ...

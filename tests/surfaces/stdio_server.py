@@ -12,6 +12,7 @@ import sys
 from signoff.core.compiled import ActionRegistry
 from signoff.core.runtime import Runtime
 from signoff.store.memory import InMemoryStore
+from signoff.surfaces.mcp import SignoffMCP, fixed_identity
 from signoff.surfaces.mcp.identity import IdentityError, make_caller
 from signoff.surfaces.mcp.serving import serve_stdio
 from tests.helpers import Recorder, definition
@@ -32,7 +33,7 @@ def main() -> int:
     runtime = Runtime(
         ActionRegistry([definition(recorder), lookup_definition(recorder)]), InMemoryStore()
     )
-    asyncio.run(serve_stdio(runtime, caller))
+    asyncio.run(serve_stdio(SignoffMCP(runtime, fixed_identity(caller))))
     return 0
 
 

@@ -18,10 +18,10 @@ import typer
 
 from signoff.app import Application
 from signoff.cli.options import DEFAULT_MANIFESTS, ManifestsOption
-from signoff.cli.serve import HostOption, PortOption, fail, run_with_application
+from signoff.cli.serve import HostOption, PortOption, fail, reloading, run_with_application
 from signoff.store.factory import MEMORY_URL
 from signoff.surfaces.mcp.auth import JwtConfig, JwtVerifier, issue_token
-from signoff.surfaces.mcp.http import BearerAuth, build_http_app, is_loopback
+from signoff.surfaces.mcp.http import BearerAuth, build_http_app, is_loopback, signoff_mcp
 from signoff.surfaces.mcp.serving import serve_http
 
 DEMO_TENANT = "demo"
@@ -61,7 +61,8 @@ def demo(
     async def body(application: Application) -> None:
         _print_instructions(state, public_url, secret, database, manifests_dir)
         app = build_http_app(application.runtime, auth)
-        await serve_http(app, host, port, log_level="warning")
+        async with reloading(application, signoff_mcp(app), enabled=True):
+            await serve_http(app, host, port, log_level="warning")
 
     run_with_application(database, manifests, body)
 

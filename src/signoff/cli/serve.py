@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import os
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -28,8 +28,10 @@ from signoff.surfaces.mcp.http import (
     HttpOptions,
     build_http_app,
     is_loopback,
+    signoff_mcp,
 )
-from signoff.surfaces.mcp.identity import Caller, IdentityError, make_caller
+from signoff.surfaces.mcp.identity import Caller, IdentityError, fixed_identity, make_caller
+from signoff.surfaces.mcp.server import SignoffMCP
 from signoff.surfaces.mcp.serving import serve_http, serve_stdio
 
 
@@ -116,6 +118,13 @@ def serve(
     log_level: Annotated[
         str, typer.Option("--log-level", help="http: uvicorn log level.")
     ] = "info",
+    reload: Annotated[
+        bool,
+        typer.Option(
+            "--reload/--no-reload",
+            help="Reload the manifests on SIGHUP or when they change (clients are told).",
+        ),
+    ] = True,
 ) -> None:
     """Serve the actions in --manifests as MCP tools.
 
@@ -128,7 +137,7 @@ def serve(
     if transport is Transport.STDIO:
         caller = _caller_or_exit(principal, tenant, roles)
         _log_to_stderr()
-        run_with_application(database, manifests, lambda app: _stdio(app, caller))
+        run_with_application(database, manifests, lambda app: _stdio(app, caller, reload))
         return
 
     auth: HttpAuth
@@ -151,12 +160,14 @@ def serve(
         auth = BearerAuth(JwtVerifier(config), url, servers)
     options = HttpOptions(allowed_hosts=tuple(allowed_host or ()))
     run_with_application(
-        database, manifests, lambda app: _http(app, auth, options, host, port, log_level)
+        database, manifests, lambda app: _http(app, auth, options, host, port, log_level, reload)
     )
 
 
-async def _stdio(application: Application, caller: Caller) -> None:
-    await serve_stdio(application.runtime, caller)
+async def _stdio(application: Application, caller: Caller, reload: bool) -> None:
+    surface = SignoffMCP(application.runtime, fixed_identity(caller))
+    async with reloading(application, surface, enabled=reload):
+        await serve_stdio(surface)
 
 
 async def _http(
@@ -166,9 +177,34 @@ async def _http(
     host: str,
     port: int,
     log_level: str,
+    reload: bool,
 ) -> None:
     app = build_http_app(application.runtime, auth, options)
-    await serve_http(app, host, port, log_level=log_level)
+    async with reloading(application, signoff_mcp(app), enabled=reload):
+        await serve_http(app, host, port, log_level=log_level)
+
+
+@contextlib.asynccontextmanager
+async def reloading(
+    application: Application, surface: SignoffMCP, *, enabled: bool
+) -> AsyncIterator[None]:
+    """Reload the manifests on SIGHUP or when they change; tell connected clients afterwards."""
+    if not enabled:
+        yield
+        return
+    from signoff.manifest import ManifestReloader
+
+    async def on_reload(_actions: object) -> None:
+        await surface.notify_tools_changed()
+
+    reloader = ManifestReloader(
+        application.settings.manifests_dir, application.registry, on_reload=on_reload
+    )
+    reloader.start(signals=True)
+    try:
+        yield
+    finally:
+        await reloader.stop()
 
 
 def _caller_or_exit(principal: str | None, tenant: str | None, roles: str | None) -> Caller:

@@ -8,14 +8,14 @@ import uvicorn
 from mcp.server.stdio import stdio_server
 from starlette.types import ASGIApp
 
-from signoff.core.runtime import Runtime
-from signoff.surfaces.mcp.identity import Caller, fixed_identity
 from signoff.surfaces.mcp.server import SignoffMCP
 
 
-async def serve_stdio(runtime: Runtime, caller: Caller) -> None:
-    """Serve one client on stdin/stdout as ``caller`` until it closes the pipe."""
-    surface = SignoffMCP(runtime, fixed_identity(caller))
+async def serve_stdio(surface: SignoffMCP) -> None:
+    """Serve one client on stdin/stdout until it closes the pipe.
+
+    Build ``surface`` with ``fixed_identity(caller)``: the launch identity is the only one.
+    """
     async with stdio_server() as (read_stream, write_stream):
         await surface.server.run(
             read_stream, write_stream, surface.server.create_initialization_options()

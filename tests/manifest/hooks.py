@@ -19,3 +19,7 @@ async def allow(context: ExecutionContext) -> GuardDecision:
 
 def two_arguments(context: ExecutionContext, extra: int) -> dict[str, Any]:
     return {}
+
+
+def stop(context: ExecutionContext) -> None:
+    """A deferred action's cancel hook."""

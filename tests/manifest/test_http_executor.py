@@ -13,7 +13,13 @@ from typing import Any
 
 import pytest
 
-from signoff import ExecutionContext, ExecutionStatus, Principal, RetryDisposition
+from signoff import (
+    ExecutionContext,
+    ExecutionResult,
+    ExecutionStatus,
+    Principal,
+    RetryDisposition,
+)
 from signoff.core.codes import Code
 from signoff.manifest import HttpExecutor, load_manifest_dir
 from tests.helpers import memory_runtime, proposal
@@ -135,7 +141,7 @@ async def test_the_request_carries_the_input_and_signoff_headers(endpoint: Endpo
         url=f"{endpoint.base}/erp/ok", method="PATCH", headers={"Authorization": "Bearer t"}
     )
 
-    result = await executor(context(invoice_id="INV-7", amount=12.5))
+    result = await executor.send(context(invoice_id="INV-7", amount=12.5))
 
     assert result.status is ExecutionStatus.SUCCEEDED
     assert result.output == {"invoice": "INV-1", "state": "done"}
@@ -183,14 +189,14 @@ async def test_outcomes_are_classified_explicitly(
         status_codes={404: "INVOICE_NOT_FOUND", 503: "ERP_DOWN"},
     )
 
-    result = await executor(context())
+    result = await executor.send(context())
 
     assert (result.status, result.code, result.retry) == (status, code, retry)
     assert len(endpoint.seen) == 1  # each outcome is about a request that did arrive
 
 
 async def test_a_client_error_reports_the_status_and_body(endpoint: Endpoint) -> None:
-    result = await HttpExecutor(url=f"{endpoint.base}/missing")(context())
+    result = await HttpExecutor(url=f"{endpoint.base}/missing").send(context())
 
     assert result.output == {"http_status": 404, "body": {"error": "no such invoice"}}
 
@@ -199,7 +205,7 @@ async def test_a_client_error_reports_the_status_and_body(endpoint: Endpoint) ->
 async def test_a_refused_connection_sent_nothing_and_may_be_retried(
     refused_url: str, idempotent: bool
 ) -> None:
-    result = await HttpExecutor(url=refused_url, idempotent=idempotent)(context())
+    result = await HttpExecutor(url=refused_url, idempotent=idempotent).send(context())
 
     assert (result.status, result.code, result.retry) == (
         ExecutionStatus.FAILED,
@@ -230,3 +236,29 @@ async def test_a_manifest_http_action_runs_through_the_governed_pipeline(
     (seen,) = endpoint.seen
     assert seen.headers["Idempotency-Key"].startswith(outcome.run_id + ":")
     assert seen.headers["X-Signoff-Tenant"] == "acme"
+
+
+async def test_a_deferred_http_action_waits_for_its_completion(
+    endpoint: Endpoint, tmp_path: Path
+) -> None:
+    text = edited(
+        "    python: tests.manifest.hooks:echo\n    timeout: 5s\n",
+        f"    mode: deferred\n    timeout: 1h\n    http: {{url: '{endpoint.base}/erp/ok'}}\n",
+        edited('when: "input.amount > 1000.0"', "when: false"),
+    )
+    write(tmp_path, "a.yaml", text)
+    (action,) = load_manifest_dir(tmp_path, environ={})
+    runtime = memory_runtime(action.definition)
+
+    accepted = await runtime.propose(
+        proposal({"invoice_id": "INV-9", "amount": 10.0}, action="demo.act")
+    )
+    run = await runtime.get_run(accepted.run_id, "acme")
+    assert run is not None and run.attempt_token is not None
+    completed = await runtime.complete(
+        run.run_id, run.attempt_token, ExecutionResult.succeeded({"erp": "done"})
+    )
+
+    assert (accepted.status, accepted.code) == (ExecutionStatus.ACCEPTED, Code.ACTION_DEFERRED)
+    assert completed.outcome is not None and completed.outcome.output == {"erp": "done"}
+    assert len(endpoint.seen) == 1

@@ -13,6 +13,7 @@ import yaml
 from jsonschema import Draft202012Validator
 
 from signoff import ApprovalSpec, ExecutorMode
+from signoff.core.definition import OrphanPolicy
 from signoff.manifest import (
     HttpExecutor,
     ProblemCode,
@@ -150,6 +151,46 @@ def test_an_unset_variable_without_default_is_a_load_error(tmp_path: Path) -> No
     assert problem.code is ProblemCode.UNDEFINED_VARIABLE
     assert problem.path == "spec.executor.http.headers.Authorization"
     assert problem.line == line_of(text, "Authorization:")
+
+
+def test_deferred_work_maps_its_cancel_hook_orphan_policy_and_secret(tmp_path: Path) -> None:
+    deferred = (
+        "  executor:\n    mode: deferred\n    python: tests.manifest.hooks:echo\n"
+        "    timeout: 2h\n    cancel: tests.manifest.hooks:stop\n    orphan: cancel\n"
+        '    callback_secret: "${CALLBACK_SECRET}"\n'
+    )
+    write(tmp_path, "a.yaml", edited(PYTHON_EXECUTOR, deferred))
+
+    (action,) = load_manifest_dir(tmp_path, environ={"CALLBACK_SECRET": "hmac-key"})
+    definition = action.definition
+
+    assert definition.mode is ExecutorMode.DEFERRED
+    assert definition.cancel is hooks.stop
+    assert definition.orphan is OrphanPolicy.CANCEL
+    assert definition.callback_secret == "hmac-key"
+    assert definition.timeout == timedelta(hours=2)
+
+
+def test_deferred_work_needs_a_completion_deadline(tmp_path: Path) -> None:
+    text = edited(
+        PYTHON_EXECUTOR, "  executor:\n    mode: deferred\n    python: tests.manifest.hooks:echo\n"
+    )
+    write(tmp_path, "a.yaml", text)
+
+    problem = only_problem(tmp_path)
+
+    assert (problem.code, problem.path) == (ProblemCode.MISSING_FIELD, "spec.executor.timeout")
+    assert problem.line == line_of(text, "executor:")
+
+
+def test_deferred_settings_on_synchronous_work_are_an_error(tmp_path: Path) -> None:
+    text = edited("    idempotent: true\n", "    idempotent: true\n    orphan: cancel\n")
+    write(tmp_path, "a.yaml", text)
+
+    problem = only_problem(tmp_path)
+
+    assert (problem.code, problem.path) == (ProblemCode.INVALID_VALUE, "spec.executor.orphan")
+    assert problem.line == line_of(text, "orphan:")
 
 
 def test_headers_signoff_sets_itself_cannot_be_overridden(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from signoff.core.definition import (
     DenyRule,
     ExecutorMode,
     IdempotencySpec,
+    OrphanPolicy,
     PolicySpec,
     ResultMapping,
 )
@@ -70,6 +71,7 @@ def definition_of(check: DocumentCheck, manifest: Manifest) -> ActionDefinition:
         http = spec.executor.http
         idempotent = idempotent or http.idempotent
         executor = HttpExecutor(
+            deferred=spec.executor.mode == "deferred",
             url=check.url,
             method=http.method,
             timeout=parse_duration(http.timeout).total_seconds(),
@@ -105,6 +107,9 @@ def definition_of(check: DocumentCheck, manifest: Manifest) -> ActionDefinition:
         guard=check.guard,
         executor=executor,
         mode=ExecutorMode(spec.executor.mode),
+        cancel=check.cancel,
+        orphan=OrphanPolicy(spec.executor.orphan),
+        callback_secret=check.callback_secret,
         timeout=parse_duration(spec.executor.timeout) if spec.executor.timeout else None,
         executor_idempotent=idempotent,
         results={code: _result(result) for code, result in spec.results.items()},

@@ -3,7 +3,8 @@
 =====================================================  ==========  ==========================
 what happened                                          status      retry
 =====================================================  ==========  ==========================
-2xx                                                    SUCCEEDED   NEVER (JSON object = output)
+2xx                                                    SUCCEEDED   NEVER (JSON object = output;
+                                                                   deferred work: the receipt)
 4xx                                                    FAILED      AFTER_CORRECTION
 5xx, timeout or dropped connection after sending       FAILED      MANUAL_REVIEW, or
                                                                    AFTER_BACKOFF if idempotent
@@ -25,7 +26,7 @@ from typing import Any
 
 import httpx
 
-from signoff.core.codes import RetryDisposition
+from signoff.core.codes import ExecutionStatus, RetryDisposition
 from signoff.core.results import ExecutionContext, ExecutionResult
 
 RESERVED_HEADERS = frozenset({"idempotency-key", "x-signoff-run-id", "x-signoff-tenant"})
@@ -43,8 +44,18 @@ class HttpExecutor:
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
     idempotent: bool = False
     status_codes: Mapping[int, str] = field(default_factory=dict)
+    deferred: bool = False
+    """2xx means "accepted": the JSON body is the receipt and completion is reported later."""
 
-    async def __call__(self, context: ExecutionContext) -> ExecutionResult:
+    async def __call__(self, context: ExecutionContext) -> ExecutionResult | dict[str, Any]:
+        """Dispatch: the classified result, or for accepted deferred work its receipt."""
+        result = await self.send(context)
+        if self.deferred and result.status is ExecutionStatus.SUCCEEDED:
+            return result.output or {}
+        return result
+
+    async def send(self, context: ExecutionContext) -> ExecutionResult:
+        """Send one request and classify what happened."""
         headers = {
             "User-Agent": USER_AGENT,
             **self.headers,

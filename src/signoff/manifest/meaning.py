@@ -42,6 +42,8 @@ class DocumentCheck:
         self.problems: list[ManifestProblem] = []
         self.guard: Callable[..., Any] | None = None
         self.executor: Callable[..., Any] | None = None
+        self.cancel: Callable[..., Any] | None = None
+        self.callback_secret: str | None = None
         self.url = ""
         self.headers: dict[str, str] = {}
 
@@ -149,6 +151,31 @@ class DocumentCheck:
             self.executor = self.hook(*base, "python")
         elif isinstance(http, dict):
             self.check_http()
+        self.check_deferred(executor)
+
+    def check_deferred(self, executor: dict[Any, Any]) -> None:
+        base: FieldPath = ("spec", "executor")
+        if executor.get("mode") == "deferred":
+            if executor.get("timeout") is None:
+                self.report(
+                    (*base, "timeout"),
+                    ProblemCode.MISSING_FIELD,
+                    "deferred work needs a timeout: the deadline for the external completion",
+                    key=True,
+                )
+            self.cancel = self.hook(*base, "cancel")
+            secret = executor.get("callback_secret")
+            if isinstance(secret, str):
+                self.callback_secret = self.expand((*base, "callback_secret"), secret)
+            return
+        for name in ("cancel", "orphan", "callback_secret"):
+            if name in executor:
+                self.report(
+                    (*base, name),
+                    ProblemCode.INVALID_VALUE,
+                    f"{name} applies to mode: deferred only",
+                    key=True,
+                )
 
     def check_rest(self) -> None:
         if (

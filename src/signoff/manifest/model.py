@@ -104,15 +104,23 @@ class HttpExecutor(_Strict):
 
 class Executor(_Strict):
     mode: Literal["sync", "async", "deferred"] = "sync"
-    """sync: the caller waits for the result; async: it completes in the background."""
+    """sync: the caller waits; async: it completes in the background; deferred: an external
+    system accepts the work and reports completion later."""
     python: HookRef | None = None
     """A Python executor as module:function taking an ExecutionContext (sync or async)."""
     http: HttpExecutor | None = None
     """An HTTP endpoint that performs the action."""
     timeout: Duration | None = None
-    """Give up waiting for the executor after this duration (the outcome then needs manual review)."""
+    """Give up waiting for the executor after this duration (the outcome then needs manual
+    review); for deferred work, the deadline for the external completion (required)."""
     idempotent: bool = False
     """The executor is idempotent by operation id: safe to dispatch again after a crash."""
+    cancel: HookRef | None = None
+    """deferred: asks the external system to stop a run (module:function, idempotent)."""
+    orphan: Literal["manual_review", "cancel"] = "manual_review"
+    """deferred: what happens to a run whose completion has not arrived within the timeout."""
+    callback_secret: str | None = None
+    """deferred: HMAC secret of completion callbacks; write ${VAR} to keep it out of the file."""
 
 
 class ResultSpec(_Strict):

@@ -113,6 +113,7 @@ def test_a_condition_of_the_wrong_type_is_reported_once(manifests: Path) -> None
             "spec.executor.python",
         ),
         ("roles: [billing]\n", "roles: []\n", "spec.policy.roles"),
+        ("INVOICE_ALREADY_PAID:", "invoice_paid:", "spec.results.invoice_paid"),
     ],
 )
 def test_an_invalid_value_is_located(manifests: Path, old: str, new: str, path: str) -> None:

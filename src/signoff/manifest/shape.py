@@ -83,7 +83,10 @@ def _problem(document: Document, path: FieldPath, error: ErrorDetails) -> Manife
         message = _PATTERN_HINTS.get(str((error.get("ctx") or {}).get("pattern")), message)
     elif kind == "literal_error":
         message = message.replace("Input should be", "expected")
-    return document.problem(path, ProblemCode.INVALID_VALUE, f"{message} (got {error['input']!r})")
+    on_key = error["loc"][-1:] == ("[key]",)  # a mapping key itself is wrong: point at it
+    return document.problem(
+        path, ProblemCode.INVALID_VALUE, f"{message} (got {error['input']!r})", key=on_key
+    )
 
 
 def check_shape(document: Document) -> tuple[Manifest | None, list[ManifestProblem]]:

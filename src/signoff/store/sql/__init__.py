@@ -12,8 +12,8 @@ import sqlalchemy.exc
 
 from signoff.store.errors import StoreError, StoreUnavailable
 from signoff.store.sql.engine import create_engine
-from signoff.store.sql.migrate import check_schema, head_revision, upgrade_schema
-from signoff.store.sql.store import SqlStore
+from signoff.store.sql.migrate import check_schema, current_revision, head_revision, upgrade_schema
+from signoff.store.sql.store import DEFAULT_POLL_INTERVAL, SqlStore
 
 __all__ = [
     "SqlStore",
@@ -21,6 +21,7 @@ __all__ = [
     "create_engine",
     "head_revision",
     "open_sql_store",
+    "schema_status",
     "upgrade_database",
 ]
 
@@ -31,6 +32,7 @@ async def open_sql_store(
     upgrade: bool | None = None,
     pool_size: int = 10,
     max_overflow: int = 30,
+    poll_interval: float = DEFAULT_POLL_INTERVAL,
 ) -> SqlStore:
     """Open the store at ``url``. ``upgrade=None``: only SQLite applies migrations by itself."""
     engine = create_engine(url, pool_size=pool_size, max_overflow=max_overflow)
@@ -47,7 +49,7 @@ async def open_sql_store(
     except BaseException:
         await engine.dispose()
         raise
-    return SqlStore(engine)
+    return SqlStore(engine, poll_interval=poll_interval)
 
 
 async def upgrade_database(url: str) -> tuple[str | None, str]:
@@ -56,6 +58,18 @@ async def upgrade_database(url: str) -> tuple[str | None, str]:
     try:
         try:
             return await upgrade_schema(engine)
+        except (OSError, sqlalchemy.exc.DBAPIError) as exc:
+            raise StoreUnavailable(f"cannot use {_safe(engine)}: {_first_line(exc)}") from exc
+    finally:
+        await engine.dispose()
+
+
+async def schema_status(url: str) -> tuple[str | None, str]:
+    """``signoff db status``: (the database's revision, the revision this signoff needs)."""
+    engine = create_engine(url, pool_size=1, max_overflow=0)
+    try:
+        try:
+            return await current_revision(engine), head_revision()
         except (OSError, sqlalchemy.exc.DBAPIError) as exc:
             raise StoreUnavailable(f"cannot use {_safe(engine)}: {_first_line(exc)}") from exc
     finally:

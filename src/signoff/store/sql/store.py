@@ -12,6 +12,7 @@ from signoff.core.ports import StoreUnit
 from signoff.store.sql.notify import ChangeNotifier
 from signoff.store.sql.statements import statements_for
 from signoff.store.sql.unit import SqlUnit
+from signoff.store.sql.workers import SqlWorkerRegistry
 
 DEFAULT_POLL_INTERVAL = 0.5
 
@@ -27,6 +28,12 @@ class SqlStore:
         self.poll_interval = poll_interval
         self._sql = statements_for(self.dialect)
         self._notifier = ChangeNotifier()
+        self._workers = SqlWorkerRegistry(engine)
+
+    @property
+    def workers(self) -> SqlWorkerRegistry:
+        """Heartbeats of runtime incarnations (each its own small transaction)."""
+        return self._workers
 
     @asynccontextmanager
     async def unit(self) -> AsyncIterator[StoreUnit]:

@@ -11,6 +11,7 @@ The schema itself is created and changed only by the Alembic migrations next to 
   rather than a four-column key because a resource identity has no length limit and MySQL cannot
   index four long ``utf8mb4`` columns; the four parts are stored beside it for people and queries.
 - ``signoff_audit_events``: append-only, ordered by an auto-increment ``seq``.
+- ``signoff_workers``: the last heartbeat of each runtime incarnation, for crash recovery.
 
 MySQL/MariaDB tables use ``utf8mb4`` with the binary collation, so ids and tenants compare
 exactly (case-sensitively) as they do everywhere else.
@@ -28,6 +29,7 @@ from sqlalchemy.engine import Dialect
 RUNS = "signoff_runs"
 DUPLICATES = "signoff_duplicates"
 AUDIT = "signoff_audit_events"
+WORKERS = "signoff_workers"
 VERSION_TABLE = "signoff_alembic_version"
 
 MYSQL_TABLE_ARGS: dict[str, Any] = {
@@ -116,5 +118,13 @@ audit_events = sa.Table(
     sa.Column("code", sa.String(128), nullable=True),
     sa.Column("data", LongText, nullable=True),
     sa.Index("ix_signoff_audit_events_run", "run_id", "seq"),
+    **MYSQL_TABLE_ARGS,
+)
+
+workers = sa.Table(
+    WORKERS,
+    metadata,
+    sa.Column("worker_id", sa.String(255), primary_key=True),
+    sa.Column("last_seen", UTCDateTime(), nullable=False),
     **MYSQL_TABLE_ARGS,
 )

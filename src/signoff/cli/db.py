@@ -1,9 +1,116 @@
-"""`signoff db` (not implemented yet)."""
+"""`signoff db upgrade|status|purge`, and opening the database for the other commands."""
 
 from __future__ import annotations
 
+import asyncio
+import re
+from collections.abc import Awaitable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, NoReturn, TypeVar
+
 import typer
+from rich.console import Console
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+
+from signoff.cli.options import DEFAULT_DATABASE_URL, DatabaseOption
+from signoff.core.ports import Store
+from signoff.store.errors import StoreError
+from signoff.store.factory import MEMORY_URL, open_store
+from signoff.store.retention import DEFAULT_DUPLICATE_RETENTION, purge_duplicates
+
+T = TypeVar("T")
+_DURATION = re.compile(r"^(?:[0-9]+(?:ms|s|m|h|d))+$")
+
+
+def fail(message: str, code: str) -> NoReturn:
+    """One line on stderr with the stable code, exit status 1."""
+    Console(stderr=True).print(f"{message} [{code}]", markup=False, highlight=False, soft_wrap=True)
+    raise typer.Exit(1)
+
+
+def run(work: Awaitable[T]) -> T:
+    """Run ``work``; a store problem becomes one line and exit 1."""
+
+    async def main() -> T:
+        return await work
+
+    try:
+        return asyncio.run(main())
+    except StoreError as exc:
+        fail(str(exc), exc.code)
+
+
+async def open_existing(url: str) -> Store:
+    """Open a database for reading; never creates or migrates one (SQLite included)."""
+    _require_existing(url)
+    return await open_store(url, upgrade=False)
+
+
+def _require_existing(url: str) -> None:
+    if url != MEMORY_URL:
+        try:
+            parsed = make_url(url)
+        except ArgumentError:
+            fail(f"not a database URL: {url!r}", "DATABASE_UNSUPPORTED")
+        if parsed.get_backend_name() == "sqlite" and parsed.database:
+            path = Path(parsed.database)
+            if parsed.database != ":memory:" and not path.exists():
+                fail(f"no database at {path}", "DATABASE_NOT_FOUND")
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the top-level app."""
+    db = typer.Typer(help="Database schema and housekeeping.", no_args_is_help=True)
+    app.add_typer(db, name="db")
+
+    @db.command("upgrade")
+    def upgrade(database: DatabaseOption = DEFAULT_DATABASE_URL) -> None:
+        """Apply the schema migrations this version needs (safe to run from several hosts)."""
+        if database == MEMORY_URL:
+            fail("memory:// has no schema to upgrade", "DATABASE_UNSUPPORTED")
+        from signoff.store.sql import upgrade_database
+
+        before, after = run(upgrade_database(database))
+        if before == after:
+            typer.echo(f"database already at revision {after}")
+        else:
+            typer.echo(f"database upgraded from {before or 'an empty schema'} to revision {after}")
+
+    @db.command("status")
+    def status(database: DatabaseOption = DEFAULT_DATABASE_URL) -> None:
+        """Print the schema revision; exit 1 if `signoff db upgrade` is needed."""
+        if database == MEMORY_URL:
+            fail("memory:// has no schema", "DATABASE_UNSUPPORTED")
+        from signoff.store.sql import schema_status
+
+        current, head = run(schema_status(database))
+        typer.echo(f"database at revision {current or '(empty)'}; this signoff needs {head}")
+        if current != head:
+            fail("run `signoff db upgrade`", "DATABASE_SCHEMA_OUT_OF_DATE")
+
+    @db.command("purge")
+    def purge(
+        database: DatabaseOption = DEFAULT_DATABASE_URL,
+        older_than: Annotated[
+            str,
+            typer.Option(help="Keep completed duplicate results this long (e.g. 24h, 7d, 90m)."),
+        ] = "24h",
+    ) -> None:
+        """Forget completed duplicate results past their retention; running ones never."""
+        if not _DURATION.match(older_than):
+            fail(f"not a duration: {older_than!r} (e.g. 24h, 7d, 1h30m)", "INVALID_ARGUMENT")
+        from signoff.manifest.build import parse_duration
+
+        retention = parse_duration(older_than) if older_than else DEFAULT_DUPLICATE_RETENTION
+
+        async def work() -> int:
+            store = await open_existing(database)
+            try:
+                return await purge_duplicates(store, datetime.now(UTC), retention)
+            finally:
+                await store.close()
+
+        purged = run(work())
+        typer.echo(f"purged {purged} completed duplicate entr{'y' if purged == 1 else 'ies'}")

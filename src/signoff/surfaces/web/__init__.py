@@ -1,0 +1,29 @@
+"""The human side of signoff over HTTP: approvals inbox, approvers' JSON API, completion
+callbacks, approval webhooks and the server's housekeeping loop.
+
+Mount it beside ``/mcp``::
+
+    web = build_web(application.runtime, WebConfig.from_env(os.environ, public_url=url), verifier)
+    app = build_http_app(runtime, auth, HttpOptions(routes=web.routes, lifespan=web.lifespan))
+
+Routes: ``/approvals`` (inbox, sign-in, sign-out, run pages), ``/api/approvals``,
+``/api/runs/{id}`` (+ ``/approve``, ``/reject``), ``/api/callbacks/{run_id}``.
+"""
+
+from signoff.surfaces.web.config import WebConfig, WebConfigError, WebhookConfig
+from signoff.surfaces.web.maintenance import Maintenance, maintenance, maintenance_lifespan
+from signoff.surfaces.web.surface import WebSurface, build_routes, build_web
+from signoff.surfaces.web.webhook import WebhookNotifier
+
+__all__ = [
+    "Maintenance",
+    "WebConfig",
+    "WebConfigError",
+    "WebSurface",
+    "WebhookConfig",
+    "WebhookNotifier",
+    "build_routes",
+    "build_web",
+    "maintenance",
+    "maintenance_lifespan",
+]

@@ -1,0 +1,127 @@
+"""The approvers' JSON API: bearer JWT in, stable codes out.
+
+``GET /api/approvals`` · ``GET /api/runs/{id}`` · ``POST /api/runs/{id}/approve`` ·
+``POST /api/runs/{id}/reject`` (body ``{"reason": "..."}``, optional). Every decision goes through
+``Runtime.decide``; a run of another tenant answers exactly like one that does not exist.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from signoff.core.approvals import DecisionRequest
+from signoff.core.codes import Code
+from signoff.core.identity import Channel
+from signoff.core.run import ApprovalVote
+from signoff.core.runtime import Runtime
+from signoff.surfaces.web.auth import Authenticator, Verified
+from signoff.surfaces.web.http import (
+    BodyTooLarge,
+    answer,
+    not_found,
+    read_body,
+    too_large,
+    unauthenticated,
+)
+from signoff.surfaces.web.views import describe, pending_for, run_json
+
+MAX_LIST = 500
+MAX_REASON = 2000
+
+
+class DecisionBody(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    reason: str = Field(default="", max_length=MAX_REASON)
+
+
+class ApprovalsApi:
+    def __init__(self, runtime: Runtime, auth: Authenticator) -> None:
+        self.runtime = runtime
+        self.auth = auth
+
+    def routes(self) -> list[BaseRoute]:
+        return [
+            Route("/api/approvals", self.list_pending, methods=["GET"]),
+            Route("/api/runs/{run_id}", self.show, methods=["GET"]),
+            Route("/api/runs/{run_id}/approve", self.approve, methods=["POST"]),
+            Route("/api/runs/{run_id}/reject", self.reject, methods=["POST"]),
+        ]
+
+    async def list_pending(self, request: Request) -> Response:
+        verified = await self.auth.from_request(request)
+        if verified is None:
+            return unauthenticated()
+        try:
+            limit = min(max(int(request.query_params.get("limit", "100")), 1), MAX_LIST)
+        except ValueError:
+            return answer(Code.INPUT_VALIDATION_FAILED, "limit must be an integer.")
+        caller = verified.caller
+        runs = await pending_for(self.runtime, caller.tenant_id, caller, limit)
+        return JSONResponse(
+            {"approvals": [run_json(self.runtime, run, caller) for run in runs]},
+            headers={"Cache-Control": "no-store"},
+        )
+
+    async def show(self, request: Request) -> Response:
+        verified = await self.auth.from_request(request)
+        if verified is None:
+            return unauthenticated()
+        caller = verified.caller
+        run = await self.runtime.get_run(request.path_params["run_id"], caller.tenant_id)
+        if run is None:
+            return not_found()
+        return JSONResponse(
+            run_json(self.runtime, run, caller), headers={"Cache-Control": "no-store"}
+        )
+
+    async def approve(self, request: Request) -> Response:
+        return await self._decide(request, ApprovalVote.APPROVE)
+
+    async def reject(self, request: Request) -> Response:
+        return await self._decide(request, ApprovalVote.REJECT)
+
+    async def _decide(self, request: Request, vote: ApprovalVote) -> Response:
+        verified = await self.auth.from_request(request)
+        if verified is None:
+            return unauthenticated()
+        try:
+            raw = await read_body(request)
+        except BodyTooLarge:
+            return too_large()
+        try:
+            body = DecisionBody.model_validate_json(raw) if raw.strip() else DecisionBody()
+        except ValidationError as exc:
+            return answer(Code.INPUT_VALIDATION_FAILED, _first_error(exc))
+        return await self._decision(request.path_params["run_id"], verified, vote, body.reason)
+
+    async def _decision(
+        self, run_id: str, verified: Verified, vote: ApprovalVote, reason: str
+    ) -> Response:
+        caller = verified.caller
+        result = await self.runtime.decide(
+            run_id,
+            caller.tenant_id,
+            DecisionRequest(
+                approver=caller.principal,
+                vote=vote,
+                reason=reason,
+                channel=Channel.API,
+                via=verified.client_id,
+            ),
+        )
+        if result.code == Code.ACTION_RUN_NOT_FOUND:
+            return not_found()
+        outcome = result.outcome.model_dump(mode="json") if result.outcome is not None else None
+        message = describe(result.code) or (result.outcome.message if result.outcome else "")
+        status = 200 if result.accepted else None
+        return answer(result.code, message, status, accepted=result.accepted, outcome=outcome)
+
+
+def _first_error(exc: ValidationError) -> str:
+    error = exc.errors()[0]
+    where = ".".join(str(part) for part in error.get("loc", ())) or "body"
+    return f"{where}: {error.get('msg', 'invalid')}"

@@ -1,0 +1,50 @@
+"""Approvers' identity from a bearer token, verified by the same verifier ``/mcp`` uses.
+
+The token's claims name the principal (``sub``), its roles and its tenant; nothing in a request
+body or form ever does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mcp.server.auth.provider import TokenVerifier
+from starlette.requests import Request
+
+from signoff.surfaces.mcp.identity import Caller, IdentityError, caller_from_claims
+
+
+@dataclass(frozen=True, slots=True)
+class Verified:
+    """A caller and when its token stops being valid (Unix seconds)."""
+
+    caller: Caller
+    expires_at: int | None
+    client_id: str | None
+
+
+class Authenticator:
+    def __init__(self, verifier: TokenVerifier) -> None:
+        self.verifier = verifier
+
+    async def verify(self, token: str) -> Verified | None:
+        """The caller a token names, or ``None`` for anything not valid."""
+        token = token.strip()
+        if not token:
+            return None
+        access = await self.verifier.verify_token(token)
+        if access is None:
+            return None
+        try:
+            caller = caller_from_claims(access.claims or {})
+        except IdentityError:
+            return None
+        client = access.client_id if access.client_id != caller.principal.id else None
+        return Verified(caller, access.expires_at, client)
+
+    async def from_request(self, request: Request) -> Verified | None:
+        """``Authorization: Bearer <token>`` only; cookies never authenticate the JSON API."""
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer":
+            return None
+        return await self.verify(token)

@@ -1,0 +1,105 @@
+"""Settings of the web surface: sessions, callbacks, webhooks. Secrets come from the environment.
+
+Environment (``WebConfig.from_env``)::
+
+    SIGNOFF_SESSION_SECRET    signs inbox session cookies (>= 32 bytes). Unset: a random secret per
+                              process, so sessions end when the server restarts (set it when several
+                              instances serve the inbox).
+    SIGNOFF_CALLBACK_SECRET   server-wide HMAC secret of completion callbacks (an action's own
+                              ``executor.callback_secret`` wins).
+    SIGNOFF_WEBHOOK_URL       where approval notifications are POSTed (optional).
+    SIGNOFF_WEBHOOK_ROUTES    per-action webhook URLs: ``invoice.cancel=https://a,other=https://b``.
+    SIGNOFF_WEBHOOK_SECRET    HMAC secret of notification bodies (required with a webhook URL).
+    SIGNOFF_SECURE_COOKIES    ``1``: mark cookies Secure even on plain HTTP (behind a TLS proxy).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+MIN_SECRET_BYTES = 32
+DEFAULT_SESSION_TTL = timedelta(hours=8)
+
+
+class WebConfigError(ValueError):
+    """The web surface's settings are missing, too weak or contradictory."""
+
+
+@dataclass(frozen=True)
+class WebhookConfig:
+    """``url`` for every action unless ``routes`` names one for the action."""
+
+    secret: str
+    url: str | None = None
+    routes: Mapping[str, str] = field(default_factory=dict)
+    timeout: float = 5.0
+    attempts: int = 3
+    backoff: float = 1.0
+
+    def __post_init__(self) -> None:
+        _check_secret(self.secret, "SIGNOFF_WEBHOOK_SECRET")
+        if self.url is None and not self.routes:
+            raise WebConfigError("a webhook needs SIGNOFF_WEBHOOK_URL or SIGNOFF_WEBHOOK_ROUTES")
+        for url in (self.url, *self.routes.values()):
+            if url is not None and not url.startswith(("http://", "https://")):
+                raise WebConfigError(f"webhook URL must be http(s): {url!r}")
+        if self.attempts < 1:
+            raise WebConfigError("webhook attempts must be at least 1")
+
+    def url_for(self, action_id: str) -> str | None:
+        return self.routes.get(action_id, self.url)
+
+
+@dataclass(frozen=True)
+class WebConfig:
+    """``public_url``: where people reach this server (links in notifications)."""
+
+    public_url: str = "http://127.0.0.1:8000"
+    session_secret: str = field(default_factory=lambda: secrets.token_urlsafe(48))
+    session_ttl: timedelta = DEFAULT_SESSION_TTL
+    secure_cookies: bool = False
+    callback_secret: str | None = None
+    webhook: WebhookConfig | None = None
+
+    def __post_init__(self) -> None:
+        _check_secret(self.session_secret, "SIGNOFF_SESSION_SECRET")
+        if self.callback_secret is not None:
+            _check_secret(self.callback_secret, "SIGNOFF_CALLBACK_SECRET")
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str], *, public_url: str) -> WebConfig:
+        webhook_secret = env.get("SIGNOFF_WEBHOOK_SECRET") or None
+        webhook_url = env.get("SIGNOFF_WEBHOOK_URL") or None
+        routes = _routes(env.get("SIGNOFF_WEBHOOK_ROUTES") or "")
+        webhook: WebhookConfig | None = None
+        if webhook_url is not None or routes:
+            if webhook_secret is None:
+                raise WebConfigError("a webhook URL needs SIGNOFF_WEBHOOK_SECRET to sign bodies")
+            webhook = WebhookConfig(secret=webhook_secret, url=webhook_url, routes=routes)
+        return cls(
+            public_url=public_url.rstrip("/"),
+            session_secret=env.get("SIGNOFF_SESSION_SECRET") or secrets.token_urlsafe(48),
+            callback_secret=env.get("SIGNOFF_CALLBACK_SECRET") or None,
+            webhook=webhook,
+            secure_cookies=env.get("SIGNOFF_SECURE_COOKIES", "") in ("1", "true", "yes"),
+        )
+
+
+def _check_secret(secret: str, name: str) -> None:
+    if len(secret.encode()) < MIN_SECRET_BYTES:
+        raise WebConfigError(f"{name} must be at least {MIN_SECRET_BYTES} bytes")
+
+
+def _routes(text: str) -> dict[str, str]:
+    routes: dict[str, str] = {}
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        action, sep, url = item.partition("=")
+        if not sep or not action.strip() or not url.strip():
+            raise WebConfigError(f"SIGNOFF_WEBHOOK_ROUTES: expected action=url, got {item!r}")
+        routes[action.strip()] = url.strip()
+    return routes

@@ -1,0 +1,71 @@
+"""Small HTTP helpers shared by the web routes: bounded bodies, JSON answers, status mapping."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from signoff.core.codes import Code
+
+MAX_BODY_BYTES = 64 * 1024
+
+# HTTP status of each answer code; anything not listed is a 200 (the decision or completion
+# happened, or the stored result is returned).
+STATUS_OF: dict[str, int] = {
+    Code.UNAUTHENTICATED: 401,
+    Code.APPROVER_NOT_ELIGIBLE: 403,
+    Code.ACTION_RUN_NOT_FOUND: 404,
+    Code.APPROVAL_ALREADY_DECIDED: 409,
+    Code.APPROVAL_NOT_PENDING: 409,
+    Code.APPROVAL_EXPIRED: 409,
+    Code.STALE_ACTION_ATTEMPT: 409,
+    Code.INPUT_VALIDATION_FAILED: 400,
+    Code.ACTION_RESULT_NOT_TERMINAL: 422,
+}
+
+NOT_FOUND_MESSAGE = "No such run."
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+async def read_body(request: Request, limit: int = MAX_BODY_BYTES) -> bytes:
+    """The raw body, refusing more than ``limit`` bytes whatever Content-Length claims."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise BodyTooLarge
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def answer(code: str, message: str = "", status: int | None = None, **fields: Any) -> JSONResponse:
+    """``{"code": ..., "message": ..., **fields}`` with the status the code maps to."""
+    return JSONResponse(
+        {"code": code, "message": message, **fields},
+        status_code=status if status is not None else STATUS_OF.get(code, 200),
+        headers={"Cache-Control": "no-store"},
+    )
+
+
+def not_found() -> JSONResponse:
+    """The one answer for a run that is missing, in another tenant, or not provably the caller's."""
+    return answer(Code.ACTION_RUN_NOT_FOUND, NOT_FOUND_MESSAGE)
+
+
+def unauthenticated() -> JSONResponse:
+    response = answer(Code.UNAUTHENTICATED, "A valid bearer token is required.")
+    response.headers["WWW-Authenticate"] = 'Bearer error="invalid_token"'
+    return response
+
+
+def too_large() -> JSONResponse:
+    return answer(Code.INPUT_VALIDATION_FAILED, "The request body is too large.", status=413)

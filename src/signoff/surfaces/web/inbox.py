@@ -1,0 +1,300 @@
+"""The approvers' web inbox at ``/approvals``: server-rendered, no JavaScript needed.
+
+Sign-in turns a pasted bearer token into a signed session cookie (``session.py``); every POST
+checks the session's CSRF token; each decision goes through ``Runtime.decide`` with channel ``ui``,
+then redirects (POST/redirect/GET) to the run with the decision's code.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, quote
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from signoff.core.approvals import DecisionRequest
+from signoff.core.codes import Code
+from signoff.core.identity import Channel
+from signoff.core.run import ActionRun, ApprovalVote, RunStatus
+from signoff.core.runtime import Runtime
+from signoff.surfaces.web.auth import Authenticator
+from signoff.surfaces.web.http import BodyTooLarge, read_body
+from signoff.surfaces.web.session import Session, Sessions, csrf_matches
+from signoff.surfaces.web.views import (
+    describe,
+    input_fields,
+    may_decide,
+    pending_for,
+    relative,
+)
+
+PREFIX = "/approvals"
+SIGN_IN = PREFIX + "/sign-in"
+MAX_REASON = 2000
+_CSS = (Path(__file__).parent / "static" / "inbox.css").read_text(encoding="utf-8")
+_SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
+        "frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",
+}
+_VOTES = {"approve": ApprovalVote.APPROVE, "reject": ApprovalVote.REJECT}
+
+
+class Inbox:
+    def __init__(self, runtime: Runtime, auth: Authenticator, sessions: Sessions) -> None:
+        self.runtime = runtime
+        self.auth = auth
+        self.sessions = sessions
+        self.templates = Environment(
+            loader=PackageLoader("signoff.surfaces.web", "templates"),
+            autoescape=select_autoescape(default=True, default_for_string=True),
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+
+    def routes(self) -> list[BaseRoute]:
+        return [
+            Route(PREFIX, self.index, methods=["GET"]),
+            Route(SIGN_IN, self.sign_in_form, methods=["GET"]),
+            Route(SIGN_IN, self.sign_in, methods=["POST"]),
+            Route(PREFIX + "/sign-out", self.sign_out, methods=["POST"]),
+            Route(PREFIX + "/runs/{run_id}", self.detail, methods=["GET"]),
+            Route(PREFIX + "/runs/{run_id}/decide", self.decide, methods=["POST"]),
+            Route(PREFIX + "/static/inbox.css", self.css, methods=["GET"]),
+        ]
+
+    # ---------------------------------------------------------------- sign-in
+    async def sign_in_form(self, request: Request) -> Response:
+        session = self.sessions.read(request)
+        if session is not None and session.signed_in:
+            return _see_other(_safe_next(request.query_params.get("next")))
+        fresh = session or self.sessions.anonymous()
+        return self.render(
+            request,
+            "sign_in.html",
+            fresh,
+            next=_safe_next(request.query_params.get("next")),
+            signed_out="signed_out" in request.query_params,
+            set_cookie=session is None,
+        )
+
+    async def sign_in(self, request: Request) -> Response:
+        form = await _form(request)
+        session = self.sessions.read(request)
+        if form is None or not csrf_matches(session, form.get("csrf")):
+            return self.forbidden(request)
+        assert session is not None
+        next_url = _safe_next(form.get("next"))
+        verified = await self.auth.verify(form.get("token", ""))
+        if verified is None:
+            return self.render(
+                request,
+                "sign_in.html",
+                session,
+                status=401,
+                next=next_url,
+                error="That token is not valid, has expired, or does not name a tenant.",
+            )
+        signed_in = self.sessions.signed_in(verified.caller, verified.expires_at)
+        response = _see_other(next_url)
+        self.sessions.attach(response, signed_in, request)
+        return response
+
+    async def sign_out(self, request: Request) -> Response:
+        form = await _form(request)
+        session = self.sessions.read(request)
+        if form is None or not csrf_matches(session, form.get("csrf")):
+            return self.forbidden(request)
+        assert session is not None
+        self.sessions.revoke(session)
+        response = _see_other(SIGN_IN + "?signed_out=1")
+        self.sessions.clear(response, request)
+        return response
+
+    # ------------------------------------------------------------------ pages
+    async def index(self, request: Request) -> Response:
+        session = self.sessions.read(request)
+        if session is None or session.caller is None:
+            return _to_sign_in(PREFIX)
+        now = self.runtime.clock.now()
+        runs = await pending_for(self.runtime, session.caller.tenant_id, session.caller)
+        rows = [self._row(run, now, session) for run in runs]
+        return self.render(request, "inbox.html", session, rows=rows)
+
+    async def detail(self, request: Request) -> Response:
+        session = self.sessions.read(request)
+        run_id = request.path_params["run_id"]
+        if session is None or session.caller is None:
+            return _to_sign_in(f"{PREFIX}/runs/{quote(run_id, safe='')}")
+        run = await self.runtime.get_run(run_id, session.caller.tenant_id)
+        if run is None:
+            return self.not_found(request, session)
+        done = request.query_params.get("done")
+        banner = None
+        if done:
+            banner = {
+                "code": done,
+                "text": describe(done),
+                "ok": request.query_params.get("ok") == "1",
+            }
+        row = self._row(run, self.runtime.clock.now(), session)
+        return self.render(request, "run.html", session, run=row, banner=banner)
+
+    async def decide(self, request: Request) -> Response:
+        session = self.sessions.read(request)
+        run_id = request.path_params["run_id"]
+        form = await _form(request)
+        if form is None or not csrf_matches(session, form.get("csrf")):
+            return self.forbidden(request)
+        assert session is not None
+        if session.caller is None:
+            return _to_sign_in(f"{PREFIX}/runs/{quote(run_id, safe='')}")
+        vote = _VOTES.get(form.get("decision", ""))
+        reason = form.get("reason", "").strip()
+        if vote is None or len(reason) > MAX_REASON:
+            return self.render(
+                request,
+                "error.html",
+                session,
+                status=400,
+                title="That decision could not be read",
+                message=f"Choose Approve or Reject; a reason has at most {MAX_REASON} characters.",
+            )
+        result = await self.runtime.decide(
+            run_id,
+            session.caller.tenant_id,
+            DecisionRequest(
+                approver=session.caller.principal,
+                vote=vote,
+                reason=reason,
+                channel=Channel.UI,
+                via="web-inbox",
+            ),
+        )
+        if result.code == Code.ACTION_RUN_NOT_FOUND:
+            return self.not_found(request, session)
+        ok = "1" if result.accepted else "0"
+        return _see_other(
+            f"{PREFIX}/runs/{quote(run_id, safe='')}?done={quote(result.code)}&ok={ok}"
+        )
+
+    async def css(self, _request: Request) -> Response:
+        return Response(
+            _CSS, media_type="text/css", headers={"Cache-Control": "public, max-age=3600"}
+        )
+
+    # ---------------------------------------------------------------- helpers
+    def _row(self, run: ActionRun, now: Any, session: Session) -> dict[str, Any]:
+        action = self.runtime.registry.resolve(run.action_id)
+        definition = action.definition if action is not None else None
+        state = run.approval
+        received = len({d.approver_id for d in state.approvals()}) if state is not None else 0
+        assert session.caller is not None
+        return {
+            "id": run.run_id,
+            "action": run.action_id,
+            "title": definition.title if definition is not None else "",
+            "description": definition.description if definition is not None else "",
+            "risk": str(definition.risk) if definition is not None else "unknown",
+            "effect": str(definition.effect) if definition is not None else "",
+            "proposer_type": str(run.proposer_type),
+            "channel": str(run.channel),
+            "principal": run.principal.id,
+            "principal_roles": ", ".join(run.principal.roles),
+            "resource": run.resource or "",
+            "fields": input_fields(self.runtime, run),
+            "created_at": run.created_at.isoformat(),
+            "age": relative(run.created_at, now),
+            "expires_at": state.expires_at.isoformat() if state and state.expires_at else "",
+            "expires_in": relative(state.expires_at, now) if state else "",
+            "status": str(run.status),
+            "pending": run.status is RunStatus.WAITING_APPROVAL,
+            "approver_roles": ", ".join(state.approver_roles) if state else "",
+            "needed": state.count if state else 0,
+            "received": received,
+            "decisions": list(state.decisions) if state else [],
+            "mine": state.decided_by(session.caller.principal.id) if state else None,
+            "proposer_is_me": run.principal.id == session.caller.principal.id,
+            "may_decide": may_decide(run, session.caller),
+            "result": run.result,
+        }
+
+    def render(
+        self,
+        request: Request,
+        template: str,
+        session: Session,
+        *,
+        status: int = 200,
+        set_cookie: bool = False,
+        **context: Any,
+    ) -> Response:
+        html = self.templates.get_template(template).render(
+            caller=session.caller, csrf=session.csrf, **context
+        )
+        response = HTMLResponse(html, status_code=status, headers=_SECURITY_HEADERS)
+        if set_cookie:
+            self.sessions.attach(response, session, request)
+        return response
+
+    def forbidden(self, request: Request) -> Response:
+        """A POST without a valid CSRF token (or session): nothing happened."""
+        fresh = self.sessions.read(request) or self.sessions.anonymous()
+        return self.render(
+            request,
+            "error.html",
+            fresh,
+            status=403,
+            set_cookie=True,
+            title="This form has expired",
+            message="Nothing was changed. Go back, reload the page and try again.",
+        )
+
+    def not_found(self, request: Request, session: Session) -> Response:
+        return self.render(
+            request,
+            "error.html",
+            session,
+            status=404,
+            title="No such run",
+            message=f"There is no such run in your tenant. [{Code.ACTION_RUN_NOT_FOUND}]",
+        )
+
+
+async def _form(request: Request) -> dict[str, str] | None:
+    """An ``application/x-www-form-urlencoded`` body as first values, or ``None``."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind != "application/x-www-form-urlencoded":
+        return None
+    try:
+        raw = await read_body(request)
+        parsed = parse_qs(
+            raw.decode("utf-8"), keep_blank_values=True, strict_parsing=False, max_num_fields=20
+        )
+    except (BodyTooLarge, UnicodeDecodeError, ValueError):
+        return None
+    return {key: values[0] for key, values in parsed.items() if values}
+
+
+def _safe_next(value: str | None) -> str:
+    """Only a path inside the inbox: never another host (no open redirect)."""
+    if value and value.startswith(PREFIX) and "//" not in value and "\\" not in value:
+        return value
+    return PREFIX
+
+
+def _see_other(url: str) -> Response:
+    return RedirectResponse(url, status_code=303, headers={"Cache-Control": "no-store"})
+
+
+def _to_sign_in(next_url: str) -> Response:
+    return _see_other(f"{SIGN_IN}?next={quote(next_url, safe='')}")

@@ -1,0 +1,74 @@
+"""Assemble the web surface: routes, the notifier, and a lifespan running housekeeping."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from mcp.server.auth.provider import TokenVerifier
+from starlette.routing import BaseRoute
+
+from signoff.core.runtime import Runtime
+from signoff.surfaces.web.api import ApprovalsApi
+from signoff.surfaces.web.auth import Authenticator
+from signoff.surfaces.web.callbacks import Callbacks
+from signoff.surfaces.web.config import WebConfig
+from signoff.surfaces.web.inbox import Inbox
+from signoff.surfaces.web.maintenance import DEFAULT_EVERY, maintenance
+from signoff.surfaces.web.session import Sessions
+from signoff.surfaces.web.webhook import WebhookNotifier
+
+Lifespan = Callable[[Any], AbstractAsyncContextManager[None]]
+
+
+@dataclass(frozen=True)
+class WebSurface:
+    routes: list[BaseRoute]
+    lifespan: Lifespan
+    notifier: WebhookNotifier | None
+
+
+def build_routes(
+    runtime: Runtime, config: WebConfig, verifier: TokenVerifier | None
+) -> list[BaseRoute]:
+    """Callbacks always; the inbox and the approvers' API only with a token ``verifier`` (a
+    server with a fixed test identity has no approvers)."""
+    routes: list[BaseRoute] = Callbacks(runtime, config.callback_secret).routes()
+    if verifier is not None:
+        auth = Authenticator(verifier)
+        sessions = Sessions(
+            config.session_secret,
+            int(config.session_ttl.total_seconds()),
+            secure=config.secure_cookies,
+        )
+        routes += ApprovalsApi(runtime, auth).routes()
+        routes += Inbox(runtime, auth, sessions).routes()
+    return routes
+
+
+def build_web(
+    runtime: Runtime,
+    config: WebConfig,
+    verifier: TokenVerifier | None,
+    *,
+    maintenance_every: float | None = DEFAULT_EVERY,
+) -> WebSurface:
+    """Routes, plus the webhook notifier installed on ``runtime`` when one is configured, plus a
+    lifespan that runs housekeeping every ``maintenance_every`` seconds (``None``: never)."""
+    notifier: WebhookNotifier | None = None
+    if config.webhook is not None:
+        notifier = WebhookNotifier(runtime, config.webhook, public_url=config.public_url)
+        # The runtime reads its notifier at each event, so installing it after construction works.
+        runtime.notifier = notifier
+
+    @asynccontextmanager
+    async def lifespan(_app: Any) -> AsyncIterator[None]:
+        if maintenance_every is None:
+            yield
+            return
+        async with maintenance(runtime, every=maintenance_every):
+            yield
+
+    return WebSurface(build_routes(runtime, config, verifier), lifespan, notifier)

@@ -1,0 +1,202 @@
+"""How a run reads to an approver: masked input, who proposed it, age and expiry.
+
+Display only. Which runs an approver is *shown* is a filter for convenience (their tenant, a role
+the approval names, not their own proposal); whether a decision counts is always
+``Runtime.decide``'s call.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from signoff.core.codes import CODE_DESCRIPTIONS, Code
+from signoff.core.outcomes import outcome_of
+from signoff.core.run import ActionRun, RunStatus
+from signoff.core.runtime import Runtime
+from signoff.surfaces.mcp.identity import Caller
+
+MASK = "••••••"
+_PAGE = 200
+_MAX_PAGES = 10
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    name: str
+    value: str
+    masked: bool
+
+
+def _sensitive(runtime: Runtime, run: ActionRun) -> frozenset[str]:
+    action = runtime.registry.resolve(run.action_id)
+    return frozenset(action.definition.sensitive_fields) if action is not None else frozenset()
+
+
+def masked_input(runtime: Runtime, run: ActionRun) -> dict[str, Any]:
+    """The run's input with the fields its action marks sensitive replaced by a mask."""
+    sensitive = _sensitive(runtime, run)
+    return {key: (MASK if key in sensitive else value) for key, value in run.input.items()}
+
+
+def input_fields(runtime: Runtime, run: ActionRun) -> list[Field]:
+    sensitive = _sensitive(runtime, run)
+    return [
+        Field(name=key, value=MASK, masked=True)
+        if key in sensitive
+        else Field(
+            name=key,
+            value=value if isinstance(value, str) else json.dumps(value, ensure_ascii=False),
+            masked=False,
+        )
+        for key, value in run.input.items()
+    ]
+
+
+def may_decide(run: ActionRun, caller: Caller) -> bool:
+    """Display hint: pending, an approver role the approval names, not the proposer, undecided."""
+    state = run.approval
+    return (
+        run.status is RunStatus.WAITING_APPROVAL
+        and state is not None
+        and run.principal.id != caller.principal.id
+        and caller.principal.has_any_role(state.approver_roles)
+        and state.decided_by(caller.principal.id) is None
+    )
+
+
+def is_candidate(run: ActionRun, caller: Caller) -> bool:
+    """Shown in the inbox: the approval names one of the caller's roles and it is not theirs."""
+    return (
+        run.approval is not None
+        and run.principal.id != caller.principal.id
+        and caller.principal.has_any_role(run.approval.approver_roles)
+    )
+
+
+async def pending_for(
+    runtime: Runtime, tenant_id: str, caller: Caller | None = None, limit: int = 100
+) -> list[ActionRun]:
+    """Waiting runs of the tenant, newest first: with ``caller``, only those it could decide.
+
+    Overdue ones are left out (the sweeper or the next read expires them)."""
+    now = runtime.clock.now()
+    found: list[ActionRun] = []
+    cursor: str | None = None
+    for _ in range(_MAX_PAGES):
+        async with runtime.store.unit() as unit:
+            page = await unit.runs.list(
+                tenant_id=tenant_id,
+                statuses=[RunStatus.WAITING_APPROVAL],
+                limit=_PAGE,
+                before_run_id=cursor,
+            )
+        for run in page:
+            cursor = run.run_id
+            if run.tenant_id != tenant_id or (caller is not None and not is_candidate(run, caller)):
+                continue
+            expires = run.approval.expires_at if run.approval is not None else None
+            if expires is not None and expires <= now:
+                continue
+            found.append(run)
+            if len(found) >= limit:
+                return found
+        if len(page) < _PAGE:
+            break
+    return found
+
+
+def run_json(runtime: Runtime, run: ActionRun, caller: Caller | None) -> dict[str, Any]:
+    """The JSON API's view of one run (input masked as on the approvers' screens).
+
+    ``may_decide`` (a display hint for ``caller``) is left out when there is no caller."""
+    action = runtime.registry.resolve(run.action_id)
+    definition = action.definition if action is not None else None
+    state = run.approval
+    approval: dict[str, Any] | None = None
+    if state is not None:
+        approval = {
+            "approval_id": state.approval_id,
+            "approver_roles": list(state.approver_roles),
+            "approvals_needed": state.count,
+            "approvals_received": len({d.approver_id for d in state.approvals()}),
+            "requested_at": _iso(state.requested_at),
+            "expires_at": _iso(state.expires_at),
+            "decisions": [
+                {
+                    "approver_id": d.approver_id,
+                    "decision": str(d.decision),
+                    "reason": d.reason,
+                    "at": _iso(d.at),
+                    "channel": str(d.channel),
+                }
+                for d in state.decisions
+            ],
+        }
+    view: dict[str, Any] = {
+        "run_id": run.run_id,
+        "tenant": run.tenant_id,
+        "action": run.action_id,
+        "title": definition.title if definition is not None else "",
+        "risk": str(definition.risk) if definition is not None else None,
+        "effect": str(definition.effect) if definition is not None else None,
+        "status": str(run.status),
+        "proposer_type": str(run.proposer_type),
+        "channel": str(run.channel),
+        "principal": {"id": run.principal.id, "roles": list(run.principal.roles)},
+        "resource": run.resource,
+        "input": masked_input(runtime, run),
+        "created_at": _iso(run.created_at),
+        "updated_at": _iso(run.updated_at),
+        "approval": approval,
+        "outcome": outcome_of(run).model_dump(mode="json"),
+    }
+    if caller is not None:
+        view["may_decide"] = may_decide(run, caller)
+    return view
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat().replace("+00:00", "Z") if value is not None else None
+
+
+def relative(moment: datetime | None, now: datetime) -> str:
+    """``5 min ago`` / ``in 3 h`` — rough on purpose; the exact time is in the ``<time>`` tag."""
+    if moment is None:
+        return "never"
+    delta = moment - now
+    future = delta > timedelta(0)
+    size = abs(delta)
+    if size < timedelta(minutes=1):
+        text = f"{int(size.total_seconds())} s"
+    elif size < timedelta(hours=1):
+        text = f"{int(size.total_seconds() // 60)} min"
+    elif size < timedelta(days=2):
+        text = f"{int(size.total_seconds() // 3600)} h"
+    else:
+        text = f"{size.days} days"
+    return f"in {text}" if future else f"{text} ago"
+
+
+def describe(code: str) -> str:
+    """The catalog's sentence for a code (domain codes have none)."""
+    try:
+        return CODE_DESCRIPTIONS[Code(code)]
+    except ValueError:
+        return ""
+
+
+__all__ = [
+    "MASK",
+    "Field",
+    "describe",
+    "input_fields",
+    "is_candidate",
+    "masked_input",
+    "may_decide",
+    "pending_for",
+    "relative",
+    "run_json",
+]

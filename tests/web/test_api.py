@@ -1,0 +1,246 @@
+"""The approvers' JSON API: every approval rule answered with its stable code, tenants kept apart."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from signoff import Code, ExecutionStatus, Principal, RunStatus
+from signoff.core.identity import Channel
+from tests.web.support import Site, bearer, hidden, token
+
+LEAD: dict[str, Any] = {"sub": "lead-1", "roles": ("billing-lead",)}
+LEAD2: dict[str, Any] = {"sub": "lead-2", "roles": ("billing-lead",)}
+
+
+async def test_an_eligible_approver_approves_and_the_run_executes(site: Site) -> None:
+    pending = await site.propose()
+    async with site.client(bearer(**LEAD)) as http:
+        response = await http.post(f"/api/runs/{pending.run_id}/approve", json={"reason": "ok"})
+    assert response.status_code == 200
+    body = response.json()
+    assert (body["code"], body["accepted"]) == (Code.SUCCEEDED, True)
+    assert body["outcome"]["status"] == ExecutionStatus.SUCCEEDED
+    assert site.recorder.count == 1
+    run = await site.runtime.load(pending.run_id)
+    assert run is not None and run.approval is not None
+    (decision,) = run.approval.decisions
+    assert (decision.approver_id, decision.channel, decision.reason) == (
+        "lead-1",
+        Channel.API,
+        "ok",
+    )
+
+
+async def test_an_approver_without_a_listed_role_is_not_eligible(site: Site) -> None:
+    pending = await site.propose()
+    async with site.client(bearer(sub="clerk", roles=("billing",))) as http:
+        approve = await http.post(f"/api/runs/{pending.run_id}/approve")
+        reject = await http.post(f"/api/runs/{pending.run_id}/reject", json={"reason": "no"})
+    assert (approve.status_code, approve.json()["code"]) == (403, Code.APPROVER_NOT_ELIGIBLE)
+    assert (reject.status_code, reject.json()["code"]) == (403, Code.APPROVER_NOT_ELIGIBLE)
+    assert (await site.runtime.load(pending.run_id)).status is RunStatus.WAITING_APPROVAL  # type: ignore[union-attr]
+
+
+async def test_the_proposer_never_approves_their_own_run(site: Site) -> None:
+    proposer = Principal(id="lead-1", roles=("billing", "billing-lead"))
+    pending = await site.propose(principal=proposer)
+    async with site.client(bearer(sub="lead-1", roles=("billing", "billing-lead"))) as http:
+        response = await http.post(f"/api/runs/{pending.run_id}/approve")
+    assert (response.status_code, response.json()["code"]) == (403, Code.APPROVER_NOT_ELIGIBLE)
+    assert site.recorder.count == 0
+
+
+async def test_count_two_needs_two_distinct_approvers(site: Site) -> None:
+    pending = await site.propose(action="invoice.review")
+    async with site.client(bearer(**LEAD)) as first, site.client(bearer(**LEAD2)) as second:
+        one = await first.post(f"/api/runs/{pending.run_id}/approve")
+        assert site.recorder.count == 0
+        two = await second.post(f"/api/runs/{pending.run_id}/approve")
+    assert (one.status_code, one.json()["code"]) == (200, Code.APPROVAL_RECORDED)
+    assert one.json()["outcome"]["approval"]["approvals_received"] == 1
+    assert (two.status_code, two.json()["code"]) == (200, Code.SUCCEEDED)
+    assert site.recorder.count == 1
+
+
+async def test_a_repeated_decision_by_the_same_approver_counts_once(site: Site) -> None:
+    pending = await site.propose(action="invoice.review")
+    async with site.client(bearer(**LEAD)) as http:
+        await http.post(f"/api/runs/{pending.run_id}/approve")
+        again = await http.post(f"/api/runs/{pending.run_id}/approve")
+        changed_mind = await http.post(f"/api/runs/{pending.run_id}/reject")
+    assert (again.status_code, again.json()["code"]) == (409, Code.APPROVAL_ALREADY_DECIDED)
+    assert changed_mind.json()["code"] == Code.APPROVAL_ALREADY_DECIDED
+    run = await site.runtime.load(pending.run_id)
+    assert run is not None and run.approval is not None and len(run.approval.decisions) == 1
+    assert run.status is RunStatus.WAITING_APPROVAL
+
+
+async def test_one_rejection_ends_the_run_even_after_an_approval(site: Site) -> None:
+    pending = await site.propose(action="invoice.review")
+    async with site.client(bearer(**LEAD)) as first, site.client(bearer(**LEAD2)) as second:
+        await first.post(f"/api/runs/{pending.run_id}/approve")
+        rejected = await second.post(
+            f"/api/runs/{pending.run_id}/reject", json={"reason": "wrong customer"}
+        )
+        third = await second.post(f"/api/runs/{pending.run_id}/approve")
+    assert (rejected.status_code, rejected.json()["code"]) == (200, Code.APPROVAL_REJECTED)
+    assert rejected.json()["outcome"]["message"] == "wrong customer"
+    assert (third.status_code, third.json()["code"]) == (409, Code.APPROVAL_NOT_PENDING)
+    outcome = await site.runtime.get(pending.run_id, "acme")
+    assert outcome is not None and outcome.code == Code.APPROVAL_REJECTED
+    assert site.recorder.count == 0
+
+
+async def test_deciding_a_rejected_run_is_not_pending(site: Site) -> None:
+    pending = await site.propose()
+    async with site.client(bearer(**LEAD)) as lead, site.client(bearer(**LEAD2)) as other:
+        await lead.post(f"/api/runs/{pending.run_id}/reject")
+        late = await other.post(f"/api/runs/{pending.run_id}/approve")
+    assert (late.status_code, late.json()["code"]) == (409, Code.APPROVAL_NOT_PENDING)
+
+
+async def test_deciding_an_expired_run_answers_approval_expired(site: Site) -> None:
+    pending = await site.propose()
+    site.clock.advance(timedelta(hours=25))
+    async with site.client(bearer(**LEAD)) as http:
+        response = await http.post(f"/api/runs/{pending.run_id}/approve")
+        again = await http.post(f"/api/runs/{pending.run_id}/approve")
+    assert (response.status_code, response.json()["code"]) == (409, Code.APPROVAL_EXPIRED)
+    assert (again.status_code, again.json()["code"]) == (409, Code.APPROVAL_EXPIRED)
+    assert site.recorder.count == 0
+
+
+async def test_deciding_a_cancelled_run_is_not_pending(site: Site) -> None:
+    pending = await site.propose()
+    await site.runtime.cancel(pending.run_id, "acme", Principal(id="agent-1", roles=("billing",)))
+    async with site.client(bearer(**LEAD)) as http:
+        response = await http.post(f"/api/runs/{pending.run_id}/approve")
+    assert (response.status_code, response.json()["code"]) == (409, Code.APPROVAL_NOT_PENDING)
+
+
+async def test_a_run_of_another_tenant_answers_exactly_like_a_missing_run(site: Site) -> None:
+    theirs = await site.propose(tenant="globex")
+    async with site.client(bearer(**LEAD)) as http:
+        for path in ("", "/approve", "/reject"):
+            method = http.get if not path else http.post
+            foreign = await method(f"/api/runs/{theirs.run_id}{path}")
+            missing = await method(f"/api/runs/0000-no-such-run{path}")
+            assert foreign.status_code == missing.status_code == 404
+            assert foreign.json() == missing.json()
+            assert foreign.json()["code"] == Code.ACTION_RUN_NOT_FOUND
+        listed = await http.get("/api/approvals")
+    assert listed.json() == {"approvals": []}
+    run = await site.runtime.load(theirs.run_id)
+    assert run is not None and run.status is RunStatus.WAITING_APPROVAL
+    assert run.approval is not None and run.approval.decisions == ()
+
+
+async def test_the_list_shows_pending_runs_of_the_tenant_the_caller_could_decide(
+    site: Site,
+) -> None:
+    mine = await site.propose(key="a")
+    await site.propose({"invoice_id": "INV-9", "amount": 5}, key="small")  # ran at once
+    await site.propose(key="b", tenant="globex")
+    own = await site.propose(key="c", principal=Principal(id="lead-1", roles=("billing-lead",)))
+    async with (
+        site.client(bearer(**LEAD)) as lead,
+        site.client(bearer(sub="clerk", roles=("billing",))) as clerk,
+    ):
+        listed = (await lead.get("/api/approvals")).json()["approvals"]
+        nothing = (await clerk.get("/api/approvals")).json()["approvals"]
+    assert [item["run_id"] for item in listed] == [mine.run_id]
+    assert own.run_id not in {item["run_id"] for item in listed}
+    assert nothing == []
+    (item,) = listed
+    assert item["may_decide"] is True
+    assert item["principal"] == {"id": "agent-1", "roles": ["billing"]}
+    assert (item["proposer_type"], item["risk"], item["resource"]) == (
+        "agent",
+        "high",
+        "invoice/INV-2",
+    )
+    assert item["approval"]["approver_roles"] == ["billing-lead"]
+
+
+async def test_fields_the_manifest_marks_sensitive_are_masked(site: Site) -> None:
+    pending = await site.propose(
+        {"invoice_id": "INV-3", "amount": 4000, "reason": "Jane Doe, IBAN"}
+    )
+    async with site.client(bearer(**LEAD)) as http:
+        shown = (await http.get(f"/api/runs/{pending.run_id}")).json()
+    assert shown["input"]["invoice_id"] == "INV-3"
+    assert shown["input"]["reason"] != "Jane Doe, IBAN"
+    assert "Jane" not in str(shown)
+
+
+async def test_an_overdue_run_leaves_the_list(site: Site) -> None:
+    await site.propose()
+    site.clock.advance(timedelta(hours=25))
+    async with site.client(bearer(**LEAD)) as http:
+        listed = (await http.get("/api/approvals")).json()["approvals"]
+    assert listed == []
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"Authorization": "Bearer not-a-token"},
+        {"Authorization": "Basic bGVhZDpsZWFk"},
+    ],
+    ids=["missing", "garbage", "basic"],
+)
+async def test_without_a_valid_bearer_token_nothing_is_read_or_decided(
+    site: Site, headers: dict[str, str]
+) -> None:
+    pending = await site.propose()
+    async with site.client(headers) as http:
+        responses = [
+            await http.get("/api/approvals"),
+            await http.get(f"/api/runs/{pending.run_id}"),
+            await http.post(f"/api/runs/{pending.run_id}/approve"),
+        ]
+    for response in responses:
+        assert response.status_code == 401
+        assert response.json()["code"] == Code.UNAUTHENTICATED
+        assert response.headers["www-authenticate"].startswith("Bearer")
+    assert (await site.runtime.load(pending.run_id)).status is RunStatus.WAITING_APPROVAL  # type: ignore[union-attr]
+
+
+async def test_the_session_cookie_never_authenticates_the_json_api(site: Site) -> None:
+    pending = await site.propose()
+    async with site.client() as browser:
+        form = await browser.get("/approvals/sign-in")
+        csrf = hidden(form.text, "csrf")
+        await browser.post(
+            "/approvals/sign-in", data={"csrf": csrf, "token": token(**LEAD), "next": "/approvals"}
+        )
+        session = browser.cookies["signoff_session"]
+        response = await browser.post(
+            f"/api/runs/{pending.run_id}/approve",
+            headers={"Cookie": f"signoff_session={session}"},
+        )
+    assert (response.status_code, response.json()["code"]) == (401, Code.UNAUTHENTICATED)
+    assert site.recorder.count == 0
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"not json", b'{"reason": 5}', b'{"reason": "ok", "approver": "boss"}', b'["x"]'],
+    ids=["garbage", "wrong-type", "extra-field", "not-an-object"],
+)
+async def test_a_malformed_decision_body_is_refused_before_deciding(
+    site: Site, body: bytes
+) -> None:
+    pending = await site.propose()
+    async with site.client(bearer(**LEAD)) as http:
+        response = await http.post(
+            f"/api/runs/{pending.run_id}/approve",
+            content=body,
+            headers={"Content-Type": "application/json"},
+        )
+    assert (response.status_code, response.json()["code"]) == (400, Code.INPUT_VALIDATION_FAILED)
+    assert site.recorder.count == 0

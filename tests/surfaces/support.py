@@ -119,7 +119,8 @@ def check_output(tool: types.Tool, result: types.CallToolResult) -> dict[str, An
 
 def free_socket() -> socket.socket:
     """A listening loopback socket: clients may connect before the server starts accepting."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # IPPROTO_TCP explicitly: asyncio only sets TCP_NODELAY on accepted sockets whose proto says TCP.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)

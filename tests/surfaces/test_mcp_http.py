@@ -382,3 +382,13 @@ def test_a_fixed_identity_is_refused_off_loopback(host: str) -> None:
     caller = make_caller("conformance", "test", "")
     with pytest.raises(ValueError, match="loopback"):
         build_http_app(world().runtime, FixedIdentity(caller, host))
+
+
+async def test_a_remembered_token_is_refused_once_it_expires() -> None:
+    now = [time.time()]
+    verifier = JwtVerifier(JwtConfig(secret=SECRET), clock=lambda: now[0])
+    short = issue_token(SECRET, "agent-1", "acme", ["billing"], ttl_seconds=60)
+    assert await verifier.verify_token(short) is not None
+    assert await verifier.verify_token(short) is not None
+    now[0] += 3600
+    assert await verifier.verify_token(short) is None

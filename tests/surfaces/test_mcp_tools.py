@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import jsonschema
@@ -475,3 +476,63 @@ async def test_a_reload_notifies_handshake_era_sessions_too() -> None:
         await client.list_tools()
         await surface.notify_tools_changed()
         await asyncio.wait_for(received.wait(), DEADLINE)
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        {
+            "run_id": "r",
+            "action": "a",
+            "status": "SUCCEEDED",
+            "code": "SUCCEEDED",
+            "retry": "NEVER",
+        },
+        {"run_id": "r", "action": "a", "status": "DONE", "code": "X", "retry": "NEVER"},
+        {"run_id": "r", "action": "a", "status": "FAILED", "code": "X", "retry": "NEVER", "x": 1},
+        {"run_id": "r", "action": "a", "status": "FAILED", "code": "X", "retry": "SOMETIME"},
+        {"run_id": "r", "status": "FAILED", "code": "X", "retry": "NEVER"},
+        {
+            "run_id": "r",
+            "action": "a",
+            "status": "PENDING_APPROVAL",
+            "code": "APPROVAL_REQUIRED",
+            "retry": "AFTER_APPROVAL",
+            "approval": {"approval_id": "p", "expires_at": None, "approvals_needed": 1},
+            "output": None,
+            "duplicate_of": None,
+        },
+        {
+            "run_id": "r",
+            "action": "a",
+            "status": "FAILED",
+            "code": "X",
+            "retry": "NEVER",
+            "approval": {"approval_id": "p"},
+        },
+        {
+            "run_id": "r",
+            "action": "a",
+            "status": "FAILED",
+            "code": "X",
+            "retry": "NEVER",
+            "output": [],
+        },
+    ],
+)
+def test_the_advertised_output_schema_accepts_exactly_what_the_model_accepts(
+    document: dict[str, Any],
+) -> None:
+    from pydantic import ValidationError
+
+    from signoff.core.results import ActionOutcome
+    from signoff.surfaces.mcp.tools import outcome_schema
+
+    schema = outcome_schema()
+    assert "$ref" not in json.dumps(schema)
+    try:
+        ActionOutcome.model_validate(document)
+        model_accepts = True
+    except ValidationError:
+        model_accepts = False
+    assert jsonschema.Draft202012Validator(schema).is_valid(document) is model_accepts

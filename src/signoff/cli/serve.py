@@ -20,6 +20,7 @@ from signoff.cli.options import (
     DatabaseOption,
     ManifestsOption,
 )
+from signoff.store.errors import StoreError
 from signoff.surfaces.mcp.auth import JwtConfig, JwtConfigError, JwtVerifier
 from signoff.surfaces.mcp.http import (
     BearerAuth,
@@ -71,6 +72,8 @@ def run_with_application(
             application = await build_application(
                 Settings(database_url=database, manifests_dir=Path(manifests))
             )
+        except StoreError as exc:
+            raise fail(f"cannot start: {exc} ({exc.code})", 1) from exc
         except (ValueError, OSError, ImportError) as exc:
             raise fail(f"cannot start: {exc}", 1) from exc
         try:

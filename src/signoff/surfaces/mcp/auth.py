@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from signoff.surfaces.mcp.identity import IdentityError, caller_from_claims
 
 MIN_SECRET_BYTES = 32
 _CLOCK_LEEWAY_SECONDS = 5
+_CACHE_SIZE = 1024
 
 
 class JwtConfigError(ValueError):
@@ -85,8 +87,12 @@ class JwtVerifier:
     ``None``, which the bearer middleware answers with 401.
     """
 
-    def __init__(self, config: JwtConfig) -> None:
+    def __init__(self, config: JwtConfig, *, clock: Callable[[], float] = time.time) -> None:
         self.config = config
+        self._clock = clock
+        # Verified tokens by their exact text: a client sends the same token on every request,
+        # so the signature is checked once and only the expiry on later uses.
+        self._verified: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._keys: dict[str | None, Any] = {}
         if config.secret is not None:
             self._algorithm = "HS256"
@@ -109,6 +115,21 @@ class JwtVerifier:
 
     def decode(self, token: str) -> dict[str, Any] | None:
         """The verified claims, or ``None``."""
+        cached = self._verified.get(token)
+        if cached is not None:
+            if cached["exp"] + _CLOCK_LEEWAY_SECONDS > self._clock():
+                self._verified.move_to_end(token)
+                return cached
+            del self._verified[token]
+            return None
+        claims = self._verify(token)
+        if claims is not None:
+            self._verified[token] = claims
+            if len(self._verified) > _CACHE_SIZE:
+                self._verified.popitem(last=False)
+        return claims
+
+    def _verify(self, token: str) -> dict[str, Any] | None:
         try:
             key = self._key_for(token)
             if key is None:

@@ -50,6 +50,7 @@ class Maintenance:
         self.last: TickReport | None = None
         self._ticked = asyncio.Condition()
         self._stop = asyncio.Event()
+        self.finished = asyncio.Event()
 
     async def tick(self) -> TickReport:
         report = TickReport()
@@ -87,10 +88,13 @@ class Maintenance:
             return 0
 
     async def run(self) -> None:
-        while not self._stop.is_set():
-            await self.tick()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), self.every)
+        try:
+            while not self._stop.is_set():
+                await self.tick()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), self.every)
+        finally:
+            self.finished.set()
 
     def stop(self) -> None:
         self._stop.set()

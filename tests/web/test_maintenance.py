@@ -1,0 +1,103 @@
+"""The housekeeping loop: expiry, orphans, heartbeat, duplicate retention, and its lifespan."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import datetime, timedelta
+
+import pytest
+
+from signoff import Code, RunStatus
+from signoff.store.memory import InMemoryStore, InMemoryWorkerRegistry
+from signoff.surfaces.web import Maintenance, maintenance
+from tests.surfaces.support import DEADLINE
+from tests.web.support import Site, site_for_tests
+
+SMALL = {"invoice_id": "INV-1", "amount": 10}
+
+
+async def test_a_tick_expires_overdue_approvals_and_completes_their_reservation(
+    site: Site,
+) -> None:
+    pending = await site.propose(key="k")
+    site.clock.advance(timedelta(hours=25))
+    report = await Maintenance(site.runtime).tick()
+    assert report.expired == 1
+    run = await site.runtime.load(pending.run_id)
+    assert run is not None and run.status is RunStatus.EXPIRED
+    assert run.result is not None and run.result.code == Code.APPROVAL_EXPIRED
+    async with site.runtime.store.unit() as unit:
+        kinds = [(e.kind, e.actor) for e in await unit.audit.list_for_run(pending.run_id)]
+    assert ("approval_expired", "signoff") in kinds
+    replay = await site.propose(key="k")
+    assert (replay.code, replay.duplicate_of) == (Code.APPROVAL_EXPIRED, pending.run_id)
+
+
+async def test_a_tick_applies_the_orphan_policy_to_overdue_external_work(site: Site) -> None:
+    deferred = await site.propose(action="payout.send", key="p")
+    site.clock.advance(timedelta(minutes=11))
+    report = await Maintenance(site.runtime).tick()
+    assert report.orphaned == 1
+    outcome = await site.runtime.get(deferred.run_id, "acme")
+    assert outcome is not None and outcome.code == Code.ACTION_EXTERNAL_TIMEOUT
+
+
+async def test_a_tick_forgets_completed_duplicates_after_the_retention(site: Site) -> None:
+    first = await site.propose(SMALL, key="same")
+    assert first.code == Code.SUCCEEDED
+    site.clock.advance(timedelta(hours=2))
+    kept = await Maintenance(site.runtime, retention=timedelta(hours=24)).tick()
+    assert kept.purged == 0
+    site.clock.advance(timedelta(hours=23))
+    purged = await Maintenance(site.runtime, retention=timedelta(hours=24)).tick()
+    assert purged.purged == 1
+    again = await site.propose(SMALL, key="same")
+    assert again.code == Code.SUCCEEDED and again.duplicate_of is None
+    assert site.recorder.count == 2
+
+
+async def test_a_tick_keeps_this_incarnation_visibly_alive(site: Site) -> None:
+    await Maintenance(site.runtime).tick()
+    seen = await site.runtime.store.workers.last_seen([site.runtime.worker_id])
+    assert seen == {site.runtime.worker_id: site.clock.now()}
+
+
+class BrokenWorkers(InMemoryWorkerRegistry):
+    async def heartbeat(self, worker_id: str, now: datetime) -> None:
+        raise ConnectionError("database unreachable")
+
+
+async def test_a_failing_step_is_logged_and_the_others_still_run(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = InMemoryStore()
+    store.workers = BrokenWorkers()
+    async with site_for_tests(store) as site:
+        await site.propose()
+        site.clock.advance(timedelta(hours=25))
+        with caplog.at_level(logging.ERROR, logger="signoff.maintenance"):
+            report = await Maintenance(site.runtime).tick()
+    assert report.failures == ["heartbeat"] and report.expired == 1
+    assert any("heartbeat" in record.getMessage() for record in caplog.records)
+
+
+async def test_the_loop_ticks_in_the_background_and_stops_with_its_block(site: Site) -> None:
+    async with maintenance(site.runtime, every=0.01) as loop:
+        await asyncio.wait_for(loop.wait_for_ticks(3), DEADLINE)
+        assert not loop.finished.is_set()
+    assert loop.ticks >= 3
+    assert loop.finished.is_set()
+
+
+async def test_the_servers_lifespan_runs_the_sweeper() -> None:
+    async with site_for_tests(maintenance_every=0.01) as site:
+        pending = await site.propose()
+        run = await site.runtime.load(pending.run_id)
+        assert run is not None
+        site.clock.advance(timedelta(hours=25))
+        async with site.app.router.lifespan_context(site.app):
+            # Not through Runtime.get: that would expire the run itself on reading it.
+            await site.runtime.store.wait_for_change(pending.run_id, run.version, DEADLINE)
+        expired = await site.runtime.load(pending.run_id)
+    assert expired is not None and expired.status is RunStatus.EXPIRED

@@ -25,6 +25,8 @@ from signoff.surfaces.mcp.http import BearerAuth, build_http_app, is_loopback, s
 from signoff.surfaces.mcp.serving import serve_http
 
 DEMO_TENANT = "demo"
+# Where the demo invoices domain (examples/invoices) keeps its own tables.
+INVOICES_DB_ENV = "SIGNOFF_DEMO_INVOICES_DB"
 AGENT = ("demo-agent", ("billing",))
 APPROVER = ("demo-lead", ("billing-lead",))
 TOKEN_TTL_SECONDS = 7 * 24 * 3600
@@ -47,6 +49,7 @@ def demo(
     state = state_dir.resolve()
     state.mkdir(mode=0o700, parents=True, exist_ok=True)
     secret = _secret(state / "jwt-secret")
+    os.environ.setdefault(INVOICES_DB_ENV, str(state / "invoices.db"))
     database = (
         MEMORY_URL
         if memory or not _sql_available()
@@ -112,6 +115,7 @@ def stdio_snippet(database: str, manifests: Path) -> dict[str, Any]:
                     "SIGNOFF_PRINCIPAL": subject,
                     "SIGNOFF_TENANT": DEMO_TENANT,
                     "SIGNOFF_ROLES": ",".join(roles),
+                    INVOICES_DB_ENV: os.environ.get(INVOICES_DB_ENV, ""),
                 },
             }
         }

@@ -1,0 +1,111 @@
+"""`signoff serve` and `signoff demo` as real processes, with the demo manifests."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from signoff import Code, ExecutionStatus
+from tests.surfaces.support import DEADLINE, free_socket, http_client
+
+ROOT = Path(__file__).resolve().parents[2]
+SIGNOFF = str(Path(sys.executable).parent / "signoff")
+
+pytestmark = pytest.mark.slow
+
+
+def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SIGNOFF_")}
+    env["SIGNOFF_DEMO_INVOICES_DB"] = str(tmp_path / "invoices.db")
+    env.update(extra)
+    return env
+
+
+async def test_signoff_serve_over_stdio_serves_the_demo_manifests_as_the_launch_identity(
+    tmp_path: Path,
+) -> None:
+    params = StdioServerParameters(
+        command=SIGNOFF,
+        args=["serve", "--database", f"sqlite+aiosqlite:///{tmp_path}/signoff.db"],
+        env=_env(
+            tmp_path,
+            SIGNOFF_PRINCIPAL="agent-1",
+            SIGNOFF_TENANT="acme",
+            SIGNOFF_ROLES="billing",
+            SIGNOFF_MANIFESTS=str(ROOT / "manifests"),
+        ),
+        cwd=str(tmp_path),
+    )
+    async with Client(params) as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        read = await client.call_tool("invoice.get", {"invoice_id": "INV-1001"})
+        pending = await client.call_tool(
+            "invoice.cancel",
+            {"invoice_id": "INV-1002", "amount": 4200.0, "idempotency_key": "k-1"},
+        )
+    assert {"invoice.list", "invoice.get", "invoice.cancel", "signoff.get_run"} <= names
+    assert read.structured_content is not None
+    assert read.structured_content["code"] == Code.SUCCEEDED
+    assert pending.structured_content is not None
+    assert pending.structured_content["status"] == ExecutionStatus.PENDING_APPROVAL
+
+
+async def test_signoff_demo_prints_working_tokens_and_a_stdio_snippet_then_serves_http(
+    tmp_path: Path,
+) -> None:
+    sock = free_socket()
+    port = sock.getsockname()[1]
+    sock.close()  # the demo binds it itself; a race with another process is unlikely here
+    state = tmp_path / "state"
+    process = await asyncio.create_subprocess_exec(
+        SIGNOFF,
+        "demo",
+        "--port",
+        str(port),
+        "--manifests",
+        str(ROOT / "manifests"),
+        "--state-dir",
+        str(state),
+        cwd=tmp_path,
+        env=_env(tmp_path),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    assert process.stdout is not None
+    try:
+        lines: list[str] = []
+        while not lines or not lines[-1].startswith("Ctrl-C"):
+            line = await asyncio.wait_for(process.stdout.readline(), DEADLINE)
+            assert line, "the demo exited early:\n" + "".join(lines)
+            lines.append(line.decode())
+        output = "".join(lines)
+        agent_token = (state / "agent.token").read_text().strip()
+        lead_token = (state / "approver.token").read_text().strip()
+        assert agent_token in output and lead_token in output
+        snippet = json.loads(output[output.index("{") : output.rindex("}") + 1])
+        entry = snippet["mcpServers"]["signoff"]
+        assert entry["args"][:3] == ["serve", "--transport", "stdio"]
+        assert entry["env"]["SIGNOFF_PRINCIPAL"] == "demo-agent"
+        assert (state / "jwt-secret").stat().st_mode & 0o077 == 0
+
+        url = f"http://127.0.0.1:{port}"
+        async with http_client(url, agent_token) as agent:
+            names = {t.name for t in (await agent.list_tools()).tools}
+            listed = await agent.call_tool("invoice.list", {"status": "open"})
+        async with http_client(url, lead_token) as lead:
+            lead_names = {t.name for t in (await lead.list_tools()).tools}
+        assert "invoice.cancel" in names
+        assert listed.structured_content is not None
+        assert listed.structured_content["code"] == Code.SUCCEEDED
+        assert "invoice.cancel" in lead_names
+    finally:
+        process.send_signal(signal.SIGINT)
+        await asyncio.wait_for(process.wait(), DEADLINE)

@@ -1,9 +1,283 @@
-"""`signoff approvals` (not implemented yet)."""
+"""`signoff approvals list|show|approve|reject`: the operator's approval tool.
+
+Like stdio, it trusts the identity it is given (``--as``, ``--tenant``, ``--roles``) and records
+channel ``cli`` with the OS user beside it. Every decision goes through ``Runtime.decide``, so the
+rules are the server's; a refusal exits 1 with one line ending in the stable code. An approval
+that completes the quorum resumes the run here, in this process (re-check, guard, dispatch).
+"""
 
 from __future__ import annotations
 
+import getpass
+import json
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, TypeVar
+
 import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from signoff.app import Application, Settings, build_application, load_registry
+from signoff.cli.db import fail, open_existing, run
+from signoff.cli.options import (
+    DEFAULT_DATABASE_URL,
+    DEFAULT_MANIFESTS,
+    DatabaseOption,
+    ManifestsOption,
+)
+from signoff.core.approvals import DecisionRequest, DecisionResult
+from signoff.core.codes import Code
+from signoff.core.identity import Channel
+from signoff.core.run import ActionRun, ApprovalVote
+from signoff.manifest import ManifestErrors
+from signoff.surfaces.mcp.identity import Caller, IdentityError, make_caller
+from signoff.surfaces.web.views import describe, input_fields, pending_for, relative, run_json
+
+T = TypeVar("T")
+
+TenantOption = Annotated[str, typer.Option("--tenant", help="The tenant whose runs to act on.")]
+AsOption = Annotated[
+    str | None, typer.Option("--as", help="The approver's principal id (recorded as the decider).")
+]
+RolesOption = Annotated[
+    str, typer.Option("--roles", help="The approver's roles, comma separated (e.g. billing-lead).")
+]
+ReasonOption = Annotated[
+    str, typer.Option("--reason", help="Why; kept in the audit trail (at most 2000 characters).")
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+RunIdArgument = Annotated[str, typer.Argument(help="The run id.")]
+
+
+def _with_application(
+    database: str, manifests: str, work: Callable[[Application], Awaitable[T]]
+) -> T:
+    """Open the existing database and the manifests, run ``work``, drain and close."""
+
+    async def main() -> T:
+        try:
+            registry = load_registry(Path(manifests))
+        except ManifestErrors as exc:
+            fail(
+                f"the manifests in {manifests} do not load ({len(exc.problems)} problems; "
+                "run signoff check)",
+                "MANIFEST_INVALID",
+            )
+        store = await open_existing(database)
+        application = await build_application(
+            Settings(database_url=database, manifests_dir=Path(manifests)),
+            registry=registry,
+            store=store,
+        )
+        try:
+            return await work(application)
+        finally:
+            await application.close()
+
+    return run(main())
+
+
+def _operator() -> str:
+    """The OS user running the command, recorded beside the approver identity."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"
+
+
+def _caller(name: str | None, tenant: str, roles: str) -> Caller:
+    try:
+        return make_caller(name, tenant, roles)
+    except IdentityError as exc:
+        fail(str(exc).replace("--principal or SIGNOFF_PRINCIPAL", "--as"), Code.UNAUTHENTICATED)
+
+
+def _pending_table(application: Application, runs: list[ActionRun]) -> Table:
+    now = application.runtime.clock.now()
+    table = Table(title=f"{len(runs)} run{'s' * (len(runs) != 1)} waiting for approval")
+    for column in (
+        "run_id",
+        "action",
+        "proposed by",
+        "resource",
+        "risk",
+        "input",
+        "age",
+        "expires",
+        "approvals",
+    ):
+        table.add_column(column, overflow="fold")
+    for r in runs:
+        action = application.registry.resolve(r.action_id)
+        state = r.approval
+        cells = (
+            r.run_id,
+            r.action_id,
+            f"{r.proposer_type} {r.principal.id}",
+            r.resource or "",
+            str(action.definition.risk) if action is not None else "?",
+            "\n".join(f"{f.name}: {f.value}" for f in input_fields(application.runtime, r)),
+            relative(r.created_at, now),
+            relative(state.expires_at, now) if state is not None else "",
+            _progress(r),
+        )
+        table.add_row(*(escape(cell) for cell in cells))
+    return table
+
+
+def _progress(r: ActionRun) -> str:
+    state = r.approval
+    if state is None:
+        return ""
+    received = len({d.approver_id for d in state.approvals()})
+    return f"{received}/{state.count} ({', '.join(state.approver_roles)})"
+
+
+def _run_table(application: Application, r: ActionRun) -> Table:
+    now = application.runtime.clock.now()
+    action = application.registry.resolve(r.action_id)
+    state = r.approval
+    table = Table(title=f"run {r.run_id}", show_header=False)
+    table.add_column("field", style="bold")
+    table.add_column("value", overflow="fold")
+    rows = {
+        "action": r.action_id + (f" — {action.definition.title}" if action else ""),
+        "risk": str(action.definition.risk) if action is not None else "?",
+        "status": str(r.status),
+        "proposed by": f"{r.proposer_type} {r.principal.id} [{', '.join(r.principal.roles)}] "
+        f"via {r.channel}",
+        "resource": r.resource or "",
+        "input": "\n".join(f"{f.name}: {f.value}" for f in input_fields(application.runtime, r)),
+        "proposed": f"{r.created_at.isoformat(timespec='seconds')} ({relative(r.created_at, now)})",
+    }
+    if state is not None:
+        rows["approvals"] = _progress(r)
+        if state.expires_at is not None:
+            rows["expires"] = (
+                f"{state.expires_at.isoformat(timespec='seconds')} "
+                f"({relative(state.expires_at, now)})"
+            )
+        for index, d in enumerate(state.decisions, 1):
+            via = f" ({d.via})" if d.via else ""
+            rows[f"decision {index}"] = (
+                f"{d.approver_id} {d.decision}d via {d.channel}{via} at "
+                f"{d.at.isoformat(timespec='seconds')}: {d.reason}"
+            )
+    if r.result is not None:
+        rows["result"] = f"{r.result.status} {r.result.code}: {r.result.message}"
+    for name, value in rows.items():
+        table.add_row(name, escape(value))
+    return table
+
+
+def _print_decision(result: DecisionResult, as_json: bool) -> None:
+    outcome = result.outcome
+    if as_json:
+        typer.echo(
+            json.dumps(
+                {
+                    "code": result.code,
+                    "accepted": result.accepted,
+                    "outcome": outcome.model_dump(mode="json") if outcome else None,
+                }
+            )
+        )
+    if not result.accepted:
+        fail(f"decision not recorded: {describe(result.code)}", result.code)
+    if not as_json and outcome is not None:
+        typer.echo(
+            f"decision recorded [{result.code}]; run {outcome.run_id} is now {outcome.status} "
+            f"[{outcome.code}] {outcome.message}".rstrip()
+        )
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the top-level app."""
+    approvals = typer.Typer(
+        help="See and decide runs waiting for human approval (operator tool).",
+        no_args_is_help=True,
+    )
+    app.add_typer(approvals, name="approvals")
+
+    @approvals.command("list")
+    def list_pending(
+        tenant: TenantOption,
+        name: AsOption = None,
+        roles: RolesOption = "",
+        limit: Annotated[int, typer.Option(min=1, max=1000, help="At most this many.")] = 100,
+        database: DatabaseOption = DEFAULT_DATABASE_URL,
+        manifests: ManifestsOption = DEFAULT_MANIFESTS,
+        as_json: JsonOption = False,
+    ) -> None:
+        """Runs of --tenant waiting for approval; with --as/--roles, only those that approver
+        could decide."""
+        caller = _caller(name, tenant, roles) if name is not None else None
+
+        async def work(application: Application) -> None:
+            runs = await pending_for(application.runtime, tenant, caller, limit)
+            if as_json:
+                views = [run_json(application.runtime, r, caller) for r in runs]
+                typer.echo(json.dumps({"approvals": views}))
+                return
+            Console().print(_pending_table(application, runs))
+
+        _with_application(database, manifests, work)
+
+    @approvals.command("show")
+    def show(
+        run_id: RunIdArgument,
+        tenant: TenantOption,
+        database: DatabaseOption = DEFAULT_DATABASE_URL,
+        manifests: ManifestsOption = DEFAULT_MANIFESTS,
+        as_json: JsonOption = False,
+    ) -> None:
+        """One run of --tenant: what was proposed, by whom, and the decisions so far."""
+
+        async def work(application: Application) -> None:
+            found = await application.runtime.get_run(run_id, tenant)
+            if found is None:
+                fail(f"no run {run_id} in tenant {tenant}", Code.ACTION_RUN_NOT_FOUND)
+            if as_json:
+                typer.echo(json.dumps(run_json(application.runtime, found, None)))
+                return
+            Console().print(_run_table(application, found))
+
+        _with_application(database, manifests, work)
+
+    def decide(vote: ApprovalVote) -> Callable[..., None]:
+        def command(
+            run_id: RunIdArgument,
+            name: Annotated[str, typer.Option("--as", help="The approver's principal id.")],
+            tenant: TenantOption,
+            roles: RolesOption = "",
+            reason: ReasonOption = "",
+            database: DatabaseOption = DEFAULT_DATABASE_URL,
+            manifests: ManifestsOption = DEFAULT_MANIFESTS,
+            as_json: JsonOption = False,
+        ) -> None:
+            caller = _caller(name, tenant, roles)
+            if len(reason) > 2000:
+                fail("--reason has more than 2000 characters", Code.INPUT_VALIDATION_FAILED)
+            request = DecisionRequest(
+                approver=caller.principal,
+                vote=vote,
+                reason=reason,
+                channel=Channel.CLI,
+                via=_operator(),
+            )
+
+            async def work(application: Application) -> DecisionResult:
+                return await application.runtime.decide(run_id, tenant, request)
+
+            _print_decision(_with_application(database, manifests, work), as_json)
+
+        verb = "Approve" if vote is ApprovalVote.APPROVE else "Reject"
+        command.__doc__ = (
+            f"{verb} RUN_ID as --as with --roles; the run's rules decide whether it counts."
+        )
+        return command
+
+    approvals.command("approve")(decide(ApprovalVote.APPROVE))
+    approvals.command("reject")(decide(ApprovalVote.REJECT))

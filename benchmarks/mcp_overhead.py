@@ -53,6 +53,7 @@ from signoff.surfaces.mcp.serving import uvicorn_server  # noqa: E402
 
 SECRET = "benchmark-secret-benchmark-secret-benchmark"
 RESULTS = ROOT / "benchmarks" / "MCP_RESULTS.md"
+NOTES = "## Notes"  # everything from this heading on survives a re-run
 
 
 async def noop_executor(context: ExecutionContext) -> dict[str, Any]:
@@ -178,6 +179,21 @@ def percentile(samples: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
+def targets(cases: list[Case]) -> str:
+    """The issue's targets: HTTP on SQLite <= 1.5x plain, in-memory <= 4x plain (medians)."""
+    medians = {(c.transport, c.store): statistics.median(c.samples) for c in cases}
+    checks = [
+        ("HTTP, SQLite", medians[("HTTP", "SQLite")] / medians[("HTTP", "-")], 1.5),
+        ("HTTP, memory", medians[("HTTP", "memory")] / medians[("HTTP", "-")], 1.5),
+        ("in-memory, memory", medians[("in-memory", "memory")] / medians[("in-memory", "-")], 4),
+        ("in-memory, SQLite", medians[("in-memory", "SQLite")] / medians[("in-memory", "-")], 4),
+    ]
+    return "\n".join(
+        f"- {name}: {ratio:.2f}x (target <= {limit}x) {'met' if ratio <= limit else 'NOT met'}"
+        for name, ratio, limit in checks
+    )
+
+
 def table(cases: list[Case]) -> str:
     baseline = {c.transport: statistics.median(c.samples) for c in cases if c.store == "-"}
     lines = [
@@ -209,7 +225,7 @@ async def main(calls: int, rounds: int) -> str:
                 for case in cases:
                     gc.collect()
                     await measure(case, per_round)
-            return table(cases)
+            return table(cases) + "\n\n" + targets(cases)
 
 
 if __name__ == "__main__":
@@ -222,8 +238,10 @@ if __name__ == "__main__":
     print(rendered)
     if not args.no_save:
         machine = f"Python {platform.python_version()}, {platform.machine()}, {platform.system()}"
+        previous = RESULTS.read_text() if RESULTS.exists() else ""
+        notes = previous[previous.index(NOTES) :] if NOTES in previous else ""
         RESULTS.write_text(
             "# MCP overhead: governed no-op vs plain MCPServer tool\n\n"
             f"`benchmarks/mcp_overhead.py --calls {args.calls} --rounds {args.rounds}` "
-            f"({machine}).\n\n{rendered}\n"
+            f"({machine}).\n\n{rendered}\n" + (f"\n{notes}" if notes else "")
         )

@@ -109,3 +109,39 @@ async def test_signoff_demo_prints_working_tokens_and_a_stdio_snippet_then_serve
     finally:
         process.send_signal(signal.SIGINT)
         await asyncio.wait_for(process.wait(), DEADLINE)
+
+
+async def test_editing_the_manifests_while_serving_tells_the_client_the_tools_changed(
+    tmp_path: Path,
+) -> None:
+    import mcp_types as types
+
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    (manifests / "read.yaml").write_text((ROOT / "manifests" / "invoices-read.yaml").read_text())
+    changed = asyncio.Event()
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    params = StdioServerParameters(
+        command=SIGNOFF,
+        args=["serve", "--database", "memory://", "--manifests", str(manifests)],
+        env=_env(
+            tmp_path,
+            SIGNOFF_PRINCIPAL="agent-1",
+            SIGNOFF_TENANT="acme",
+            SIGNOFF_ROLES="billing",
+            PYTHONPATH=str(ROOT),
+        ),
+        cwd=str(tmp_path),
+    )
+    async with Client(params, mode="legacy", message_handler=on_message) as client:
+        before = {t.name for t in (await client.list_tools()).tools}
+        cancel = (ROOT / "manifests" / "invoice-cancel.yaml").read_text()
+        (manifests / "cancel.yaml").write_text(cancel)
+        await asyncio.wait_for(changed.wait(), DEADLINE)
+        after = {t.name for t in (await client.list_tools()).tools}
+    assert "invoice.cancel" not in before
+    assert after - before == {"invoice.cancel"}

@@ -7,7 +7,8 @@ Start the demo first (``make demo``), then in another terminal::
 It lists its tools, reads the open invoices, asks to cancel a large one (that needs a billing
 lead's approval), then follows the run with ``signoff.get_run`` until somebody decides — approve
 it in the approvals inbox (http://127.0.0.1:8000/approvals) with the approver token the demo
-printed, or with ``signoff approvals approve RUN_ID ...``.
+printed, or from the repository root with ``signoff approvals approve RUN_ID --as demo-lead
+--tenant demo --roles billing-lead``.
 
 Environment: SIGNOFF_URL (default http://127.0.0.1:8000/mcp), SIGNOFF_TOKEN (default: the agent
 token the demo wrote to .signoff-demo/agent.token), SIGNOFF_WAIT (seconds to follow the run,
@@ -100,7 +101,7 @@ async def main() -> None:
         # 4. Follow the run until somebody decides. get_run waits for a change (up to 30 s).
         if outcome["status"] not in FINAL:
             print(f"\nWaiting for a billing lead to approve run {run_id}:")
-            print("  web inbox: http://127.0.0.1:8000/approvals (approver token from the demo)")
+            print("  web inbox: http://127.0.0.1:8000/approvals, when mounted (approver token)")
             print(
                 f"  CLI:       signoff approvals approve {run_id} --as demo-lead --tenant demo "
                 "--roles billing-lead --reason 'duplicate'"

@@ -145,3 +145,20 @@ async def test_editing_the_manifests_while_serving_tells_the_client_the_tools_ch
         after = {t.name for t in (await client.list_tools()).tools}
     assert "invoice.cancel" not in before
     assert after - before == {"invoice.cancel"}
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("sqlite+aiosqlite:///signoff.db", f"sqlite+aiosqlite:///{Path('signoff.db').resolve()}"),
+        ("sqlite+aiosqlite:////abs/signoff.db", "sqlite+aiosqlite:////abs/signoff.db"),
+        ("memory://", "memory://"),
+        ("postgresql+asyncpg://db/signoff", "postgresql+asyncpg://db/signoff"),
+    ],
+)
+def test_the_demo_names_its_sqlite_file_by_absolute_path_for_host_snippets(
+    url: str, expected: str
+) -> None:
+    from signoff.cli.demo import absolute_sqlite
+
+    assert absolute_sqlite(url) == expected

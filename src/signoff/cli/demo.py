@@ -1,7 +1,10 @@
 """`signoff demo`: the demo actions over HTTP on localhost, with tokens and a host snippet ready.
 
-State lives in ``.signoff-demo/`` (git-ignored): the embedded SQLite database and a generated HS256
-secret, kept so tokens printed earlier stay valid across restarts. Nothing secret is committed.
+The runs live in the default database (``signoff.db``) and the demo invoices in
+``demo-invoices.db``, both in the current directory, so the operator CLI (``signoff approvals
+approve RUN_ID ...``) works there without flags. The generated HS256 secret and the printed tokens
+are kept in ``.signoff-demo/`` (git-ignored, mode 0700) so tokens stay valid across restarts.
+Nothing secret is committed.
 """
 
 from __future__ import annotations
@@ -17,7 +20,12 @@ from typing import Annotated, Any
 import typer
 
 from signoff.app import Application
-from signoff.cli.options import DEFAULT_MANIFESTS, ManifestsOption
+from signoff.cli.options import (
+    DEFAULT_DATABASE_URL,
+    DEFAULT_MANIFESTS,
+    DatabaseOption,
+    ManifestsOption,
+)
 from signoff.cli.serve import HostOption, PortOption, fail, reloading, run_with_application
 from signoff.store.factory import MEMORY_URL
 from signoff.surfaces.mcp.auth import JwtConfig, JwtVerifier, issue_token
@@ -25,8 +33,9 @@ from signoff.surfaces.mcp.http import BearerAuth, build_http_app, is_loopback, s
 from signoff.surfaces.mcp.serving import serve_http
 
 DEMO_TENANT = "demo"
-# Where the demo invoices domain (examples/invoices) keeps its own tables.
+# Where the demo invoices domain (examples/invoices) keeps its own tables (its default file name).
 INVOICES_DB_ENV = "SIGNOFF_DEMO_INVOICES_DB"
+INVOICES_DB_DEFAULT = "demo-invoices.db"
 AGENT = ("demo-agent", ("billing",))
 APPROVER = ("demo-lead", ("billing-lead",))
 TOKEN_TTL_SECONDS = 7 * 24 * 3600
@@ -36,8 +45,9 @@ def demo(
     host: HostOption = "127.0.0.1",
     port: PortOption = 8000,
     manifests: ManifestsOption = DEFAULT_MANIFESTS,
+    database: DatabaseOption = DEFAULT_DATABASE_URL,
     state_dir: Annotated[
-        Path, typer.Option("--state-dir", help="Where the demo keeps its database and secret.")
+        Path, typer.Option("--state-dir", help="Where the demo keeps its secret and tokens.")
     ] = Path(".signoff-demo"),
     memory: Annotated[
         bool, typer.Option("--memory", help="Use a throwaway in-memory store instead of SQLite.")
@@ -49,12 +59,9 @@ def demo(
     state = state_dir.resolve()
     state.mkdir(mode=0o700, parents=True, exist_ok=True)
     secret = _secret(state / "jwt-secret")
-    os.environ.setdefault(INVOICES_DB_ENV, str(state / "invoices.db"))
-    database = (
-        MEMORY_URL
-        if memory or not _sql_available()
-        else f"sqlite+aiosqlite:///{state / 'signoff.db'}"
-    )
+    # Absolute, so a stdio server launched by an MCP host from elsewhere shares the same files.
+    os.environ.setdefault(INVOICES_DB_ENV, str(Path(INVOICES_DB_DEFAULT).resolve()))
+    database = MEMORY_URL if memory else absolute_sqlite(database)
     public_url = f"http://{host}:{port}"
     config = JwtConfig(secret=secret)
     auth = BearerAuth(JwtVerifier(config), public_url)
@@ -80,12 +87,12 @@ def _secret(path: Path) -> str:
     return value
 
 
-def _sql_available() -> bool:
-    try:
-        from signoff.store.sql import open_sql_store  # noqa: F401
-    except ImportError:
-        return False
-    return True
+def absolute_sqlite(url: str) -> str:
+    """``sqlite+aiosqlite:///signoff.db`` -> the same file by absolute path; other URLs as given."""
+    prefix = "sqlite+aiosqlite:///"
+    if not url.startswith(prefix) or url.startswith(prefix + "/") or ":memory:" in url:
+        return url
+    return prefix + str(Path(url.removeprefix(prefix)).resolve())
 
 
 def _signoff_command() -> str:
@@ -147,6 +154,12 @@ def _print_instructions(
     echo("The whole story as an agent (list tools, a read, a write that waits for approval):")
     echo(f"  SIGNOFF_URL={url} .venv/bin/python examples/agent_session.py")
     echo(f"  (it reads the agent token from {state / 'agent.token'}, or SIGNOFF_TOKEN)")
+    echo("")
+    echo("A billing lead approves from the command line (or the approvals inbox, once mounted):")
+    echo(
+        f"  signoff approvals approve RUN_ID --as {APPROVER[0]} --tenant {DEMO_TENANT} "
+        f"--roles {','.join(APPROVER[1])} --reason 'checked' --database {database}"
+    )
     echo("")
     echo("Claude Code over HTTP:")
     echo(

@@ -10,7 +10,9 @@ import pytest
 
 from signoff import Code, Principal, RunStatus
 from signoff.core.identity import Channel
-from tests.web.support import Site, hidden, token
+from signoff.surfaces.mcp.identity import Caller
+from signoff.surfaces.web.session import Sessions
+from tests.web.support import SESSION_SECRET, Site, hidden, token
 
 LEAD: dict[str, Any] = {"sub": "lead-1", "roles": ("billing-lead",)}
 
@@ -200,10 +202,25 @@ async def test_a_tampered_session_cookie_is_no_session(site: Site) -> None:
     assert response.status_code == 303
 
 
-async def test_the_session_ends_when_the_token_expires(site: Site) -> None:
+async def test_an_expired_token_cannot_sign_in(site: Site) -> None:
     async with site.client() as http:
         signed = await sign_in(http, token(**LEAD, ttl_seconds=-10))
     assert signed.status_code == 401
+
+
+@pytest.mark.parametrize(("token_left", "lasts"), [(60, 60), (None, 3600), (86_400, 3600)])
+def test_a_session_ends_with_its_token_or_its_lifetime_whichever_comes_first(
+    token_left: int | None, lasts: int
+) -> None:
+    now = [1_000_000.0]
+    sessions = Sessions(SESSION_SECRET, 3600, clock=lambda: now[0])
+    caller = Caller(principal=Principal(id="lead-1", roles=("billing-lead",)), tenant_id="acme")
+    expires = int(now[0]) + token_left if token_left is not None else None
+    cookie = sessions.encode(sessions.signed_in(caller, expires))
+    now[0] += lasts - 1
+    assert sessions.decode(cookie) is not None
+    now[0] += 1
+    assert sessions.decode(cookie) is None
 
 
 @pytest.mark.parametrize(

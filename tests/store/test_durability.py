@@ -111,3 +111,21 @@ async def test_wait_for_change_sees_a_commit_made_through_another_store(
     async with writer.unit() as unit:
         await unit.runs.compare_and_set(1, run.advance(RunStatus.VALIDATING, T0))
     await asyncio.wait_for(waiting, timeout=10)
+
+
+async def test_many_concurrent_governed_calls_all_complete(
+    sql_backend: Backend, tenant: str
+) -> None:
+    """SQLite has one writer at a time: concurrent units queue for it instead of failing."""
+    recorder = Recorder()
+    rt = runtime(await sql_backend.open(), recorder)
+    outcomes = await asyncio.gather(
+        *(
+            rt.propose(
+                proposal({"invoice_id": f"INV-{i}", "amount": 1}, key=f"k{i}", tenant=tenant)
+            )
+            for i in range(32)
+        )
+    )
+    assert {o.code for o in outcomes} == {Code.SUCCEEDED}
+    assert recorder.count == 32

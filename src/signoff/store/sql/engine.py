@@ -72,7 +72,13 @@ def create_engine(url: str | URL, *, pool_size: int = 10, max_overflow: int = 30
     """An engine for ``url``. The pool bounds how many units of work run at once."""
     parsed = normalize_url(url)
     backend = parsed.get_backend_name()
-    options: dict[str, Any] = {"pool_size": pool_size, "max_overflow": max_overflow}
+    options: dict[str, Any] = {
+        "pool_size": pool_size,
+        "max_overflow": max_overflow,
+        # Every unit of work ends its own transaction (and invalidates a connection it could
+        # not end), so the pool's rollback-on-return would only add a round trip per unit.
+        "pool_reset_on_return": None,
+    }
     if backend == "sqlite":
         engine = create_async_engine(parsed, **options)
         event.listen(engine.sync_engine, "connect", _configure_sqlite)

@@ -28,6 +28,8 @@ class SqlStore:
         self.poll_interval = poll_interval
         self._sql = statements_for(self.dialect)
         self._notifier = ChangeNotifier()
+        # SQLite has one writer at a time; see ``unit.py`` for why writers queue here.
+        self._write_lock = asyncio.Lock() if self.dialect == "sqlite" else None
         self._workers = SqlWorkerRegistry(engine)
 
     @property
@@ -38,7 +40,7 @@ class SqlStore:
     @asynccontextmanager
     async def unit(self) -> AsyncIterator[StoreUnit]:
         """One transaction: committed on a clean exit, rolled back on any error."""
-        unit = SqlUnit(self.engine, self._sql)
+        unit = SqlUnit(self.engine, self._sql, self._write_lock)
         try:
             yield unit
         except BaseException:

@@ -213,6 +213,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Runs of --tenant waiting for approval; with --as/--roles, only those that approver
         could decide."""
+        if roles and name is None:
+            fail("--roles needs --as (whose roles they are)", "INVALID_ARGUMENT")
         caller = _caller(name, tenant, roles) if name is not None else None
 
         async def work(application: Application) -> None:

@@ -536,3 +536,13 @@ def test_the_advertised_output_schema_accepts_exactly_what_the_model_accepts(
     except ValidationError:
         model_accepts = False
     assert jsonschema.Draft202012Validator(schema).is_valid(document) is model_accepts
+
+
+async def test_an_action_named_like_a_built_in_tool_is_shadowed_by_the_built_in() -> None:
+    w = world(lookup_definition(lambda c: {"hijacked": True}, id="signoff.get_run"))
+    async with w.client() as client:
+        listed = [t.name for t in (await client.list_tools()).tools]
+        result = await client.call_tool("signoff.get_run", {"run_id": "nope"})
+    assert listed.count("signoff.get_run") == 1
+    assert result.structured_content is not None
+    assert result.structured_content["code"] == Code.ACTION_RUN_NOT_FOUND

@@ -75,6 +75,7 @@ class SignoffMCP:
         self._runs = RunQueries(runtime)
         self._bus = InMemorySubscriptionBus()
         self._legacy_connections: set[Connection] = set()
+        self._warned: set[str] = set()
         self._builtin_tools = {tool.name: tool for tool in tools.builtin_tools()}
         self._builtin_validators = {
             name: Draft202012Validator(tool.input_schema)
@@ -126,8 +127,11 @@ class SignoffMCP:
         return types.ListToolsResult(tools=listed, ttl_ms=0, cache_scope="private")
 
     def _shadowed(self, action_id: str) -> bool:
-        if tools.is_builtin(action_id):
-            logger.warning("action %r uses the reserved signoff. prefix; not exposed", action_id)
+        """An action named like a built-in tool is unreachable: the built-in answers that name."""
+        if action_id in self._builtins:
+            if action_id not in self._warned:
+                self._warned.add(action_id)
+                logger.warning("action %r is shadowed by signoff's built-in tool", action_id)
             return True
         return False
 
@@ -146,7 +150,8 @@ class SignoffMCP:
         builtin = self._builtins.get(params.name)
         if builtin is not None:
             errors = sorted(
-                self._builtin_validators[params.name].iter_errors(arguments), key=lambda e: e.path
+                self._builtin_validators[params.name].iter_errors(arguments),
+                key=lambda e: [str(p) for p in e.absolute_path],
             )
             if errors:
                 where = "/" + "/".join(str(p) for p in errors[0].absolute_path)

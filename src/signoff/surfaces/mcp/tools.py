@@ -23,7 +23,6 @@ from signoff.core.results import ActionOutcome
 GET_RUN = "signoff.get_run"
 CANCEL_RUN = "signoff.cancel_run"
 LIST_RUNS = "signoff.list_runs"
-BUILTIN_PREFIX = "signoff."
 IDEMPOTENCY_KEY = "idempotency_key"
 MAX_WAIT_SECONDS = 30
 MAX_LIST_LIMIT = 100
@@ -95,10 +94,6 @@ def visible_to(action: CompiledAction, principal: Principal) -> bool:
     """The caller may propose it: the same role rule the pipeline's policy stage applies first."""
     roles = action.definition.policy.roles
     return roles is None or principal.has_any_role(roles)
-
-
-def is_builtin(name: str) -> bool:
-    return name.startswith(BUILTIN_PREFIX)
 
 
 def action_tool(action: CompiledAction) -> types.Tool:

@@ -20,7 +20,7 @@ from starlette.applications import Starlette
 from signoff import ActionDefinition, ExecutionContext
 from signoff.core.compiled import ActionRegistry
 from signoff.core.definition import IdempotencySpec, PolicySpec
-from signoff.core.ports import AuditEvent
+from signoff.core.ports import AuditEvent, Store
 from signoff.core.runtime import Runtime
 from signoff.store.memory import InMemoryStore
 from signoff.surfaces.mcp import SignoffMCP, fixed_identity, make_caller
@@ -97,10 +97,10 @@ class World:
             return await unit.audit.list_for_run(run_id)
 
 
-def world(*extra: ActionDefinition) -> World:
+def world(*extra: ActionDefinition, store: Store | None = None) -> World:
     recorder = Recorder()
     registry = ActionRegistry([definition(recorder), lookup_definition(recorder), *extra])
-    return World(recorder, Runtime(registry, InMemoryStore()))
+    return World(recorder, Runtime(registry, store if store is not None else InMemoryStore()))
 
 
 def check_output(tool: types.Tool, result: types.CallToolResult) -> dict[str, Any]:
@@ -155,3 +155,20 @@ async def http_client(url: str, token: str | None, *, mode: str = "auto") -> Asy
 
 def tool_named(listed: Sequence[types.Tool], name: str) -> types.Tool:
     return next(tool for tool in listed if tool.name == name)
+
+
+FINAL_STATUSES = {"SUCCEEDED", "FAILED", "DENIED", "VALIDATION_FAILED", "CANCELLED"}
+
+
+async def until_final(client: Client, run_id: str) -> dict[str, Any]:
+    """Follow a run with ``signoff.get_run`` (each call waits for a change) to a final status."""
+    deadline = asyncio.get_running_loop().time() + DEADLINE
+    while True:
+        left = deadline - asyncio.get_running_loop().time()
+        if left <= 0:
+            raise TimeoutError(f"run {run_id} did not finish")
+        result = await client.call_tool("signoff.get_run", {"run_id": run_id, "wait_seconds": left})
+        outcome = result.structured_content
+        assert isinstance(outcome, dict)
+        if outcome["status"] in FINAL_STATUSES:
+            return outcome

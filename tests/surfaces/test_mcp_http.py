@@ -41,6 +41,7 @@ from tests.surfaces.support import (
     lookup_definition,
     running,
     tool_named,
+    until_final,
     world,
 )
 
@@ -249,11 +250,8 @@ async def test_a_client_that_disconnects_mid_call_over_http_leaves_a_consistent_
         listed = await again.call_tool("signoff.list_runs", {"limit": 1})
         assert listed.structured_content is not None
         run_id = listed.structured_content["runs"][0]["run_id"]
-        final = await again.call_tool(
-            "signoff.get_run", {"run_id": run_id, "wait_seconds": DEADLINE}
-        )
-    assert final.structured_content is not None
-    assert final.structured_content["status"] == ExecutionStatus.SUCCEEDED
+        final = await until_final(again, run_id)
+    assert final["status"] == ExecutionStatus.SUCCEEDED
     kinds = [e.kind for e in await w.audit(run_id)]
     assert kinds == ["proposed", "resolved", "policy_allowed", "dispatching", "executed"]
     assert len(gate.calls) == 1
@@ -392,3 +390,53 @@ async def test_a_remembered_token_is_refused_once_it_expires() -> None:
     assert await verifier.verify_token(short) is not None
     now[0] += 3600
     assert await verifier.verify_token(short) is None
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_on_sqlite_a_disconnect_mid_call_and_an_approval_leave_consistent_runs(
+    tmp_path: Path, mode: str
+) -> None:
+    from signoff.core.run import ApprovalVote
+    from signoff.core.runtime import DecisionRequest
+    from signoff.store.factory import open_store
+    from tests.helpers import LEAD
+
+    store = await open_store(f"sqlite+aiosqlite:///{tmp_path}/signoff.db")
+    gate = Gate()
+    w = world(lookup_definition(gate, id="slow.read"), store=store)
+    app = build_http_app(
+        w.runtime, BearerAuth(JwtVerifier(JwtConfig(secret=SECRET)), "http://127.0.0.1")
+    )
+    try:
+        async with running(app) as url:
+
+            async def call() -> Any:
+                async with http_client(url, token(), mode=mode) as client:
+                    return await client.call_tool("slow.read", {"invoice_id": "INV-1"})
+
+            task = asyncio.create_task(call())
+            await gate.wait_started()
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            gate.release.set()
+
+            async with http_client(url, token(), mode=mode) as agent:
+                pending = await agent.call_tool("invoice.cancel", LARGE)
+                assert pending.structured_content is not None
+                run_id = pending.structured_content["run_id"]
+                poll = asyncio.create_task(until_final(agent, run_id))
+                decided = await w.runtime.decide(
+                    run_id, "acme", DecisionRequest(approver=LEAD, vote=ApprovalVote.APPROVE)
+                )
+                assert decided.accepted
+                approved = await poll
+                slow = await agent.call_tool("signoff.list_runs", {"status": "SUCCEEDED"})
+        assert approved["status"] == ExecutionStatus.SUCCEEDED
+        assert slow.structured_content is not None
+        actions = {o["action"] for o in slow.structured_content["runs"]}
+        assert actions == {"slow.read", "invoice.cancel"}
+        assert len(gate.calls) == 1 and w.recorder.count == 1
+    finally:
+        await w.runtime.drain()
+        await store.close()

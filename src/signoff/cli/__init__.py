@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from signoff.cli import approvals, check, db, runs, serve
+from signoff.cli import approvals, check, db, recover, runs, serve
 
 app = typer.Typer(
     name="signoff",
@@ -18,6 +18,7 @@ serve.register(app)
 db.register(app)
 runs.register(app)
 approvals.register(app)
+recover.register(app)
 
 
 def main() -> None:

@@ -51,7 +51,7 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of 
 RunIdArgument = Annotated[str, typer.Argument(help="The run id.")]
 
 
-def _with_application(
+def with_application(
     database: str, manifests: str, work: Callable[[Application], Awaitable[T]]
 ) -> T:
     """Open the existing database and the manifests, run ``work``, drain and close."""
@@ -225,7 +225,7 @@ def register(app: typer.Typer) -> None:
                 return
             Console().print(_pending_table(application, runs))
 
-        _with_application(database, manifests, work)
+        with_application(database, manifests, work)
 
     @approvals.command("show")
     def show(
@@ -246,7 +246,7 @@ def register(app: typer.Typer) -> None:
                 return
             Console().print(_run_table(application, found))
 
-        _with_application(database, manifests, work)
+        with_application(database, manifests, work)
 
     def decide(vote: ApprovalVote) -> Callable[..., None]:
         def command(
@@ -273,7 +273,7 @@ def register(app: typer.Typer) -> None:
             async def work(application: Application) -> DecisionResult:
                 return await application.runtime.decide(run_id, tenant, request)
 
-            _print_decision(_with_application(database, manifests, work), as_json)
+            _print_decision(with_application(database, manifests, work), as_json)
 
         verb = "Approve" if vote is ApprovalVote.APPROVE else "Reject"
         command.__doc__ = (

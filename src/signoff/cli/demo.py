@@ -13,6 +13,7 @@ import json
 import os
 import secrets
 import shutil
+import socket
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -29,8 +30,15 @@ from signoff.cli.options import (
 from signoff.cli.serve import HostOption, PortOption, fail, reloading, run_with_application
 from signoff.store.factory import MEMORY_URL
 from signoff.surfaces.mcp.auth import JwtConfig, JwtVerifier, issue_token
-from signoff.surfaces.mcp.http import BearerAuth, build_http_app, is_loopback, signoff_mcp
+from signoff.surfaces.mcp.http import (
+    BearerAuth,
+    HttpOptions,
+    build_http_app,
+    is_loopback,
+    signoff_mcp,
+)
 from signoff.surfaces.mcp.serving import serve_http
+from signoff.surfaces.web import WebConfig, build_web
 
 DEMO_TENANT = "demo"
 # Where the demo invoices domain (examples/invoices) keeps its own tables (its default file name).
@@ -68,13 +76,39 @@ def demo(
 
     manifests_dir = Path(manifests).resolve()
 
+    # Listen before printing, so whoever reads the instructions can connect at once.
+    try:
+        listener = _listen(host, port)
+    except OSError as exc:
+        raise fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}", 1) from exc
+
     async def body(application: Application) -> None:
         _print_instructions(state, public_url, secret, database, manifests_dir)
-        app = build_http_app(application.runtime, auth)
+        web_config = WebConfig(
+            public_url=public_url, session_secret=_secret(state / "session-secret")
+        )
+        web = build_web(application.runtime, web_config, auth.verifier)
+        app = build_http_app(
+            application.runtime, auth, HttpOptions(routes=web.routes, lifespan=web.lifespan)
+        )
         async with reloading(application, signoff_mcp(app), enabled=True):
-            await serve_http(app, host, port, log_level="warning")
+            await serve_http(app, host, port, log_level="warning", sockets=[listener])
 
     run_with_application(database, manifests, body)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # IPPROTO_TCP explicitly: uvicorn sets TCP_NODELAY only on sockets it recognises as TCP.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 def _secret(path: Path) -> str:
@@ -155,7 +189,8 @@ def _print_instructions(
     echo(f"  SIGNOFF_URL={url} .venv/bin/python examples/agent_session.py")
     echo(f"  (it reads the agent token from {state / 'agent.token'}, or SIGNOFF_TOKEN)")
     echo("")
-    echo("A billing lead approves from the command line (or the approvals inbox, once mounted):")
+    echo(f"A billing lead approves in the inbox at {public_url}/approvals (paste the approver")
+    echo("token to sign in), or from the command line:")
     echo(
         f"  signoff approvals approve RUN_ID --as {APPROVER[0]} --tenant {DEMO_TENANT} "
         f"--roles {','.join(APPROVER[1])} --reason 'checked' --database {database}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -13,13 +14,14 @@ from typing import Annotated
 
 import typer
 
-from signoff.app import Application, Settings, build_application
+from signoff.app import Application, Settings, start_application
 from signoff.cli.options import (
     DEFAULT_DATABASE_URL,
     DEFAULT_MANIFESTS,
     DatabaseOption,
     ManifestsOption,
 )
+from signoff.maintenance import maintenance
 from signoff.store.errors import StoreError
 from signoff.surfaces.mcp.auth import JwtConfig, JwtConfigError, JwtVerifier
 from signoff.surfaces.mcp.http import (
@@ -34,6 +36,7 @@ from signoff.surfaces.mcp.http import (
 from signoff.surfaces.mcp.identity import Caller, IdentityError, fixed_identity, make_caller
 from signoff.surfaces.mcp.server import SignoffMCP
 from signoff.surfaces.mcp.serving import serve_http, serve_stdio
+from signoff.surfaces.web import WebConfig, WebConfigError, build_web
 
 
 class Transport(StrEnum):
@@ -69,7 +72,7 @@ def run_with_application(
 
     async def main() -> None:
         try:
-            application = await build_application(
+            application = await start_application(
                 Settings(database_url=database, manifests_dir=Path(manifests))
             )
         except StoreError as exc:
@@ -161,15 +164,23 @@ def serve(
         url = public_url or f"http://{_url_host(host)}:{port}"
         servers = [config.issuer] if config.issuer else []
         auth = BearerAuth(JwtVerifier(config), url, servers)
+    try:
+        web = WebConfig.from_env(
+            os.environ, public_url=public_url or f"http://{_url_host(host)}:{port}"
+        )
+    except WebConfigError as exc:
+        raise fail(str(exc)) from exc
     options = HttpOptions(allowed_hosts=tuple(allowed_host or ()))
     run_with_application(
-        database, manifests, lambda app: _http(app, auth, options, host, port, log_level, reload)
+        database,
+        manifests,
+        lambda app: _http(app, auth, options, web, host, port, log_level, reload),
     )
 
 
 async def _stdio(application: Application, caller: Caller, reload: bool) -> None:
     surface = SignoffMCP(application.runtime, fixed_identity(caller))
-    async with reloading(application, surface, enabled=reload):
+    async with maintenance(application.runtime), reloading(application, surface, enabled=reload):
         await serve_stdio(surface)
 
 
@@ -177,11 +188,19 @@ async def _http(
     application: Application,
     auth: HttpAuth,
     options: HttpOptions,
+    web_config: WebConfig,
     host: str,
     port: int,
     log_level: str,
     reload: bool,
 ) -> None:
+    """The app: /mcp, plus callbacks and housekeeping, plus the approvers' inbox and API when
+    tokens are verified (a fixed test identity has no approvers)."""
+    verifier = auth.verifier if isinstance(auth, BearerAuth) else None
+    web = build_web(application.runtime, web_config, verifier)
+    options = dataclasses.replace(
+        options, routes=[*options.routes, *web.routes], lifespan=web.lifespan
+    )
     app = build_http_app(application.runtime, auth, options)
     async with reloading(application, signoff_mcp(app), enabled=reload):
         await serve_http(app, host, port, log_level=log_level)

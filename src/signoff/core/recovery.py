@@ -53,17 +53,25 @@ class RecoveryFlow(ExternalFlow):
             await asyncio.sleep(every)
 
     async def recover(self, instance_id: str | None = None, limit: int = 10_000) -> RecoveryReport:
-        """Reconcile after a crash: at every server start, periodically, and by ``signoff recover``.
+        """Reconcile after a crash: at every server start and by ``signoff recover``.
 
         ``instance_id`` is the operator's word that this instance is down: all of its runs count
         as abandoned. Without it, only dead holders (see the module docstring) are recovered.
         """
+        await self.heartbeat()
+        expired = await self.expire_overdue(limit)
+        orphaned = await self.sweep_external(limit)
+        report = await self.recover_running(instance_id, limit)
+        report.expired, report.orphaned = expired, orphaned
+        return report
+
+    async def recover_running(
+        self, instance_id: str | None = None, limit: int = 10_000
+    ) -> RecoveryReport:
+        """Reconcile RUNNING runs whose holder is dead; the maintenance loop calls it too."""
         pulse = asyncio.get_running_loop().create_task(self.heartbeat_forever())
         try:
-            await self.heartbeat()
             report = RecoveryReport()
-            report.expired = await self.expire_overdue(limit)
-            report.orphaned = await self.sweep_external(limit)
             async with self.store.unit() as unit:
                 running = await unit.runs.list(statuses=[RunStatus.RUNNING], limit=limit)
             dead = await self._dead_holders(running, instance_id)

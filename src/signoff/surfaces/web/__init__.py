@@ -10,8 +10,8 @@ Routes: ``/approvals`` (inbox, sign-in, sign-out, run pages), ``/api/approvals``
 ``/api/runs/{id}`` (+ ``/approve``, ``/reject``), ``/api/callbacks/{run_id}``.
 """
 
+from signoff.maintenance import Maintenance, maintenance, maintenance_lifespan
 from signoff.surfaces.web.config import WebConfig, WebConfigError, WebhookConfig
-from signoff.surfaces.web.maintenance import Maintenance, maintenance, maintenance_lifespan
 from signoff.surfaces.web.surface import WebSurface, build_routes, build_web
 from signoff.surfaces.web.webhook import WebhookNotifier
 

@@ -11,12 +11,12 @@ from mcp.server.auth.provider import TokenVerifier
 from starlette.routing import BaseRoute
 
 from signoff.core.runtime import Runtime
+from signoff.maintenance import DEFAULT_EVERY, maintenance
 from signoff.surfaces.web.api import ApprovalsApi
 from signoff.surfaces.web.auth import Authenticator
 from signoff.surfaces.web.callbacks import Callbacks
 from signoff.surfaces.web.config import WebConfig
 from signoff.surfaces.web.inbox import Inbox
-from signoff.surfaces.web.maintenance import DEFAULT_EVERY, maintenance
 from signoff.surfaces.web.session import Sessions
 from signoff.surfaces.web.webhook import WebhookNotifier
 

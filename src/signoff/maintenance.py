@@ -1,5 +1,6 @@
-"""The server's housekeeping loop: expire overdue approvals, apply orphan policies, keep this
-incarnation's heartbeat fresh, and forget completed duplicate entries past their retention.
+"""The server's housekeeping loop: keep this incarnation's heartbeat fresh, expire overdue
+approvals, apply orphan policies, recover RUNNING runs whose holder died, and forget completed
+duplicate entries past their retention. Every server (stdio and HTTP) runs it.
 
 ``maintenance(runtime)`` is an async context manager (a Starlette lifespan fits it via
 ``maintenance_lifespan``): the loop runs while the server does and stops with it. A failing step
@@ -29,6 +30,7 @@ log = logging.getLogger("signoff.maintenance")
 class TickReport:
     expired: int = 0
     orphaned: int = 0
+    recovered: int = 0
     purged: int = 0
     failures: list[str] = field(default_factory=list)
 
@@ -58,6 +60,7 @@ class Maintenance:
             ("heartbeat", self.runtime.heartbeat),
             ("expire_overdue", self.runtime.expire_overdue),
             ("sweep_external", self.runtime.sweep_external),
+            ("recover_running", self._recover),
             ("purge_duplicates", self._purge),
         ]
         for name, step in steps:
@@ -71,6 +74,8 @@ class Maintenance:
                 report.expired = count
             elif name == "sweep_external":
                 report.orphaned = count
+            elif name == "recover_running":
+                report.recovered = count
             elif name == "purge_duplicates":
                 report.purged = count
         async with self._ticked:
@@ -78,6 +83,10 @@ class Maintenance:
             self.last = report
             self._ticked.notify_all()
         return report
+
+    async def _recover(self) -> int:
+        report = await self.runtime.recover_running()
+        return len(report.redispatched) + len(report.interrupted)
 
     async def _purge(self) -> int:
         try:

@@ -1,0 +1,68 @@
+"""`signoff recover`: reconcile what a crash left behind, through the runtime's normal paths."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from signoff.app import Application
+from signoff.cli.approvals import with_application
+from signoff.cli.options import (
+    DEFAULT_DATABASE_URL,
+    DEFAULT_MANIFESTS,
+    DatabaseOption,
+    ManifestsOption,
+)
+from signoff.core.recovery import RecoveryReport
+
+
+def recover(
+    database: DatabaseOption = DEFAULT_DATABASE_URL,
+    manifests: ManifestsOption = DEFAULT_MANIFESTS,
+    instance: Annotated[
+        str | None,
+        typer.Option(
+            "--instance",
+            help=(
+                "An instance you know is down: all of its RUNNING runs count as abandoned. "
+                "Without it only runs whose holder's heartbeat is stale are recovered."
+            ),
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Reconcile what a crash left behind (also done at every server start).
+
+    Expires overdue approvals, applies orphan policies, and settles RUNNING runs whose holder
+    died: work that is safe to repeat is re-dispatched with the same operation id, the rest
+    becomes FAILED / ACTION_INTERRUPTED / MANUAL_REVIEW. A live instance's work is never touched.
+    """
+
+    async def work(application: Application) -> RecoveryReport:
+        return await application.runtime.recover(instance)
+
+    report = with_application(database, manifests, work)
+    summary = {
+        "expired": report.expired,
+        "orphaned": report.orphaned,
+        "redispatched": report.redispatched,
+        "interrupted": report.interrupted,
+        "skipped_live": report.skipped,
+    }
+    if as_json:
+        typer.echo(json.dumps(summary, indent=2))
+        return
+    typer.echo(
+        f"expired {report.expired}, orphaned {report.orphaned}, "
+        f"re-dispatched {len(report.redispatched)}, interrupted {len(report.interrupted)}, "
+        f"left to live instances {report.skipped}"
+    )
+    for run_id in report.interrupted:
+        typer.echo(f"  needs review: {run_id}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add this module's commands to the top-level app."""
+    app.command("recover")(recover)

@@ -101,7 +101,8 @@ async def main() -> None:
         # 4. Follow the run until somebody decides. get_run waits for a change (up to 30 s).
         if outcome["status"] not in FINAL:
             print(f"\nWaiting for a billing lead to approve run {run_id}:")
-            print("  web inbox: http://127.0.0.1:8000/approvals, when mounted (approver token)")
+            inbox = URL.removesuffix("/mcp") + "/approvals"
+            print(f"  web inbox: {inbox} (sign in with the approver token)")
             print(
                 f"  CLI:       signoff approvals approve {run_id} --as demo-lead --tenant demo "
                 "--roles billing-lead --reason 'duplicate'"

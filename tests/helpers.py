@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from signoff import (
@@ -18,7 +19,7 @@ from signoff import (
 from signoff.core.clock import ManualClock
 from signoff.core.compiled import ActionRegistry
 from signoff.core.definition import DenyRule, IdempotencySpec, PolicySpec
-from signoff.core.run import ApprovalVote
+from signoff.core.run import ActionRun, ApprovalVote
 from signoff.core.runtime import DecisionRequest, Runtime
 from signoff.store.memory import InMemoryStore
 
@@ -52,6 +53,24 @@ class Recorder:
     @property
     def count(self) -> int:
         return len(self.calls)
+
+
+def bare_run(status: str = "REQUESTED", **overrides: Any) -> ActionRun:
+    """A minimal stored run for store-level tests (id ``r1``, tenant ``t``)."""
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    fields: dict[str, Any] = {
+        "run_id": "r1",
+        "tenant_id": "t",
+        "action_id": "a",
+        "principal": AGENT,
+        "channel": "mcp",
+        "proposer_type": "agent",
+        "status": status,
+        "created_at": at,
+        "updated_at": at,
+    }
+    fields.update(overrides)
+    return ActionRun(**fields)
 
 
 def definition(executor: Any, **overrides: Any) -> ActionDefinition:

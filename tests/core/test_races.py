@@ -18,7 +18,7 @@ from signoff.core.ports import DuplicateEntry, DuplicateState, Reservation, RunA
 from signoff.core.run import ActionRun, DuplicateScope
 from signoff.core.runtime import Runtime
 from signoff.store.memory import InMemoryDuplicateStore, InMemoryRunStore, InMemoryStore
-from tests.helpers import AGENT, NO_APPROVAL, Recorder, definition, proposal
+from tests.helpers import NO_APPROVAL, Recorder, bare_run, definition, proposal
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 SCOPE = DuplicateScope(tenant_id="t", action_id="a", idempotency_key="k", visibility="*")
@@ -179,16 +179,7 @@ def test_sixteen_concurrent_compare_and_set_writers_from_one_version_exactly_one
     repetition: int,
 ) -> None:
     store = InMemoryRunStore()
-    base = ActionRun(
-        run_id="r1",
-        tenant_id="t",
-        action_id="a",
-        principal=AGENT,
-        channel="mcp",
-        proposer_type="agent",
-        created_at=NOW,
-        updated_at=NOW,
-    )
+    base = bare_run()
     asyncio.run(store.create(base))
     barrier = threading.Barrier(16, timeout=10)
 
@@ -266,16 +257,7 @@ def test_aba_a_stale_owner_racing_a_new_reserve_never_touches_it(repetition: int
 
 async def test_create_never_overwrites_an_existing_run() -> None:
     store = InMemoryRunStore()
-    run = ActionRun(
-        run_id="r1",
-        tenant_id="t",
-        action_id="a",
-        principal=AGENT,
-        channel="mcp",
-        proposer_type="agent",
-        created_at=NOW,
-        updated_at=NOW,
-    )
+    run = bare_run()
     await store.create(run)
     with pytest.raises(RunAlreadyExists):
         await store.create(run.model_copy(update={"tenant_id": "other"}))
@@ -285,17 +267,7 @@ async def test_create_never_overwrites_an_existing_run() -> None:
 
 async def test_a_terminal_run_refuses_every_compare_and_set() -> None:
     store = InMemoryRunStore()
-    run = ActionRun(
-        run_id="r1",
-        tenant_id="t",
-        action_id="a",
-        principal=AGENT,
-        channel="mcp",
-        proposer_type="agent",
-        status="DENIED",
-        created_at=NOW,
-        updated_at=NOW,
-    )
+    run = bare_run(status="DENIED")
     await store.create(run)
     assert await store.compare_and_set(1, run.model_copy(update={"input": {"x": 1}})) is None
     assert await store.get("r1") == run

@@ -14,23 +14,13 @@ from signoff.core.run import (
     IllegalTransition,
     RunStatus,
 )
-from tests.helpers import AGENT
+from tests.helpers import bare_run
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def _run(status: RunStatus) -> ActionRun:
-    return ActionRun(
-        run_id="r",
-        tenant_id="t",
-        action_id="a",
-        principal=AGENT,
-        channel="mcp",
-        proposer_type="agent",
-        status=status,
-        created_at=NOW,
-        updated_at=NOW,
-    )
+    return bare_run(status=status)
 
 
 @pytest.mark.parametrize(("current", "target"), list(product(RunStatus, RunStatus)))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from signoff.cli import approvals, check, db, recover, runs, serve
+from signoff.cli import approvals, audit, check, db, recover, runs, serve
 
 app = typer.Typer(
     name="signoff",
@@ -19,6 +19,7 @@ db.register(app)
 runs.register(app)
 approvals.register(app)
 recover.register(app)
+audit.register(app)
 
 
 def main() -> None:

@@ -1,0 +1,82 @@
+"""Reading the audit trail back: export it, and verify that it explains every run's state.
+
+The check is a consistency check, not tamper-proofing: each run's events must start with the
+proposal, belong to the run and its tenant, move only along the transition table, end in the
+run's stored status, and record at most one terminal result.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from signoff.core.ports import AuditEvent, Store
+from signoff.core.run import TERMINAL_STATUSES, ActionRun, RunStatus, can_transition
+
+PAGE = 500
+
+
+@dataclass(frozen=True)
+class AuditProblem:
+    run_id: str
+    problem: str
+
+
+async def runs_with_events(
+    store: Store, tenant_id: str | None = None
+) -> AsyncIterator[tuple[ActionRun, list[AuditEvent]]]:
+    """Every run (newest first) with its events, page by page."""
+    before: str | None = None
+    while True:
+        async with store.unit() as unit:
+            page = await unit.runs.list(tenant_id=tenant_id, limit=PAGE, before_run_id=before)
+            trails = [await unit.audit.list_for_run(run.run_id) for run in page]
+        for run, events in zip(page, trails, strict=True):
+            yield run, events
+        if len(page) < PAGE:
+            return
+        before = page[-1].run_id
+
+
+def event_record(event: AuditEvent) -> dict[str, Any]:
+    return {
+        "seq": event.seq,
+        "run_id": event.run_id,
+        "tenant_id": event.tenant_id,
+        "kind": event.kind,
+        "at": event.at.isoformat(),
+        "actor": event.actor,
+        "status": event.status,
+        "code": event.code,
+        "data": event.data,
+    }
+
+
+def check_trail(run: ActionRun, events: list[AuditEvent]) -> list[AuditProblem]:
+    problems: list[str] = []
+    if not events:
+        return [AuditProblem(run.run_id, "no audit events")]
+    if events[0].kind != "proposed":
+        problems.append(f"first event is {events[0].kind!r}, not 'proposed'")
+    seqs = [e.seq for e in events if e.seq is not None]
+    if seqs != sorted(seqs) or len(set(seqs)) != len(seqs):
+        problems.append("events are out of order")
+    if any(e.run_id != run.run_id or e.tenant_id != run.tenant_id for e in events):
+        problems.append("an event names another run or tenant")
+    statuses: list[RunStatus] = []
+    for event in events:
+        try:
+            statuses.append(RunStatus(event.status or ""))
+        except ValueError:
+            problems.append(f"event {event.kind!r} has unknown status {event.status!r}")
+    for before, after in itertools.pairwise(statuses):
+        if before != after and not can_transition(before, after):
+            problems.append(f"events move {before} -> {after}, which the table forbids")
+    if statuses and statuses[-1] != run.status:
+        problems.append(f"last event says {statuses[-1]} but the run is {run.status}")
+    terminal_events = [s for s in statuses if s in TERMINAL_STATUSES]
+    if len(terminal_events) > 1:
+        problems.append(f"{len(terminal_events)} terminal events; a run ends once")
+    return [AuditProblem(run.run_id, text) for text in problems]

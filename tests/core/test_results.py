@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -19,6 +21,7 @@ from signoff import (
 )
 from signoff.core.compiled import ActionRegistry
 from signoff.core.dispatch import AsyncLane
+from signoff.core.ports import StoreUnit
 from signoff.core.runtime import Runtime
 from signoff.store.memory import InMemoryStore
 from tests.helpers import (
@@ -270,3 +273,38 @@ async def test_another_tenants_run_reads_exactly_like_a_missing_one() -> None:
     assert foreign.code == missing.code == Code.ACTION_RUN_NOT_FOUND
     decided = await runtime.decide(pending.run_id, "globex", approve())
     assert decided.code == Code.ACTION_RUN_NOT_FOUND and decided.outcome is None
+
+
+class BrokenUnits(InMemoryStore):
+    """A store whose second unit of work cannot start, as in a database outage."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.units = 0
+
+    @asynccontextmanager
+    async def unit(self) -> AsyncIterator[StoreUnit]:
+        self.units += 1
+        if self.units == 2:
+            raise ConnectionError("database went away")
+        async with super().unit() as unit:
+            yield unit
+
+
+async def test_a_store_failure_answers_runtime_failed_for_review_and_recovery_settles_it() -> None:
+    recorder = Recorder()
+    store = BrokenUnits()
+    runtime = Runtime(ActionRegistry([definition(recorder, approval=NO_APPROVAL)]), store)
+    outcome = await runtime.propose(proposal(SMALL))
+    assert (outcome.status, outcome.code, outcome.retry) == (
+        ExecutionStatus.FAILED,
+        Code.ACTION_RUNTIME_FAILED,
+        RetryDisposition.MANUAL_REVIEW,
+    )
+    run = await runtime.load(outcome.run_id)
+    assert run is not None and run.status is RunStatus.RUNNING and recorder.count == 1
+    later = Runtime(runtime.registry, store, instance_id=runtime.instance_id)
+    report = await later.recover()
+    assert report.interrupted == [outcome.run_id]
+    replay = await later.propose(proposal(SMALL))
+    assert replay.code == Code.ACTION_INTERRUPTED and recorder.count == 1

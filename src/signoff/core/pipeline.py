@@ -21,7 +21,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 from signoff.core.clock import SystemClock, new_run_id, new_token
-from signoff.core.codes import Code, RetryDisposition
+from signoff.core.codes import Code, ExecutionStatus, RetryDisposition
 from signoff.core.compiled import ActionRegistry, CompiledAction, validate_input
 from signoff.core.definition import DuplicateVisibility, ExecutorMode, KeyRequirement
 from signoff.core.dispatch import AsyncLane, run_executor, run_guard, shielded
@@ -75,14 +75,32 @@ class Pipeline:
 
     # ----------------------------------------------------------------- proposal
     async def propose(self, proposal: ActionProposal) -> ActionOutcome:
-        """Govern one proposal. Finishes its durable steps even if the caller goes away."""
-        return await shielded(self._propose(proposal), self._tasks)
+        """Govern one proposal. Finishes its durable steps even if the caller goes away.
 
-    async def _propose(self, proposal: ActionProposal) -> ActionOutcome:
+        If signoff itself fails (a store outage), the answer is ``ACTION_RUNTIME_FAILED`` /
+        ``MANUAL_REVIEW`` with the run id: the run may or may not have been recorded, and a run
+        left RUNNING is settled by recovery.
+        """
+        run_id = new_run_id()
+        try:
+            return await shielded(self._propose(proposal, run_id), self._tasks)
+        except Exception:
+            log.exception("run %s: signoff failed while governing %s", run_id, proposal.action_id)
+            return ActionOutcome(
+                run_id=run_id,
+                action=proposal.action_id,
+                status=ExecutionStatus.FAILED,
+                code=Code.ACTION_RUNTIME_FAILED,
+                retry=RetryDisposition.MANUAL_REVIEW,
+                message="signoff could not finish recording this request; check "
+                "signoff.get_run before retrying with the same idempotency_key.",
+            )
+
+    async def _propose(self, proposal: ActionProposal, run_id: str) -> ActionOutcome:
         now = self.clock.now()
         data = proposal.input if isinstance(proposal.input, dict) else {}
         run = ActionRun(
-            run_id=new_run_id(),
+            run_id=run_id,
             tenant_id=proposal.tenant_id,
             action_id=proposal.action_id,
             principal=proposal.principal,

@@ -47,6 +47,22 @@ class DecisionResult:
     accepted: bool
 
 
+def approver_refusal(run: ActionRun, approver: Principal) -> Code | None:
+    """Why ``approver`` may not decide this pending run, or ``None`` if they may.
+
+    The one statement of the rule: an approver holds a role the approval names, is never the
+    proposer, and decides once. Surfaces use it only to decide what to show.
+    """
+    state = run.approval
+    if state is None:
+        return Code.APPROVAL_NOT_PENDING
+    if approver.id == run.principal.id or not approver.has_any_role(state.approver_roles):
+        return Code.APPROVER_NOT_ELIGIBLE
+    if state.decided_by(approver.id) is not None:
+        return Code.APPROVAL_ALREADY_DECIDED
+    return None
+
+
 class ApprovalFlow(Pipeline):
     # --------------------------------------------------------------- approvals
     async def decide(self, run_id: str, tenant_id: str, request: DecisionRequest) -> DecisionResult:
@@ -74,12 +90,9 @@ class ApprovalFlow(Pipeline):
                 return DecisionResult(Code.APPROVAL_EXPIRED, outcome_of(current), accepted=False)
             state = run.approval
             approver = request.approver
-            if approver.id == run.principal.id or not approver.has_any_role(state.approver_roles):
-                return DecisionResult(Code.APPROVER_NOT_ELIGIBLE, outcome_of(run), accepted=False)
-            if state.decided_by(approver.id) is not None:
-                return DecisionResult(
-                    Code.APPROVAL_ALREADY_DECIDED, outcome_of(run), accepted=False
-                )
+            refusal = approver_refusal(run, approver)
+            if refusal is not None:
+                return DecisionResult(refusal, outcome_of(run), accepted=False)
             now = self.clock.now()
             decision = ApprovalDecision(
                 approver_id=approver.id,

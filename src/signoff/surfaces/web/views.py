@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from signoff.core.approvals import approver_refusal
 from signoff.core.codes import CODE_DESCRIPTIONS, Code
 from signoff.core.outcomes import outcome_of
 from signoff.core.run import ActionRun, RunStatus
@@ -56,24 +57,15 @@ def input_fields(runtime: Runtime, run: ActionRun) -> list[Field]:
 
 
 def may_decide(run: ActionRun, caller: Caller) -> bool:
-    """Display hint: pending, an approver role the approval names, not the proposer, undecided."""
-    state = run.approval
+    """Display hint: pending, and the runtime's approver rule lets ``caller`` decide it now."""
     return (
-        run.status is RunStatus.WAITING_APPROVAL
-        and state is not None
-        and run.principal.id != caller.principal.id
-        and caller.principal.has_any_role(state.approver_roles)
-        and state.decided_by(caller.principal.id) is None
+        run.status is RunStatus.WAITING_APPROVAL and approver_refusal(run, caller.principal) is None
     )
 
 
 def is_candidate(run: ActionRun, caller: Caller) -> bool:
-    """Shown in the inbox: the approval names one of the caller's roles and it is not theirs."""
-    return (
-        run.approval is not None
-        and run.principal.id != caller.principal.id
-        and caller.principal.has_any_role(run.approval.approver_roles)
-    )
+    """Shown in the inbox: the caller is eligible, whether or not they decided already."""
+    return approver_refusal(run, caller.principal) in (None, Code.APPROVAL_ALREADY_DECIDED)
 
 
 async def pending_for(

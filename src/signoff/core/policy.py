@@ -62,6 +62,12 @@ def _error(where: str, exc: Exception) -> PolicyDecision:
     )
 
 
+def roles_allow(action: CompiledAction, principal: Principal) -> bool:
+    """The role allow-list, the policy's first check (surfaces also use it to list tools)."""
+    roles = action.definition.policy.roles
+    return roles is None or principal.has_any_role(roles)
+
+
 def evaluate_policy(action: CompiledAction, request: PolicyInput) -> PolicyDecision:
     """Resource, roles, deny rules, then the approval rule. Any evaluation error denies."""
     definition = action.definition
@@ -75,8 +81,7 @@ def evaluate_policy(action: CompiledAction, request: PolicyInput) -> PolicyDecis
             return _error("resource", TypeError("resource must be a non-empty string"))
         resource = str(value)
 
-    roles = definition.policy.roles
-    if roles is not None and not request.principal.has_any_role(roles):
+    if not roles_allow(action, request.principal):
         return PolicyDecision(
             resource=resource,
             denial=ExecutionResult.denied(

@@ -18,6 +18,7 @@ from signoff.core.codes import Code, ExecutionStatus, RetryDisposition
 from signoff.core.compiled import CompiledAction
 from signoff.core.definition import Effect, KeyRequirement
 from signoff.core.identity import Principal
+from signoff.core.policy import roles_allow
 from signoff.core.results import ActionOutcome
 
 GET_RUN = "signoff.get_run"
@@ -91,9 +92,8 @@ def self_contained(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def visible_to(action: CompiledAction, principal: Principal) -> bool:
-    """The caller may propose it: the same role rule the pipeline's policy stage applies first."""
-    roles = action.definition.policy.roles
-    return roles is None or principal.has_any_role(roles)
+    """The caller may propose it: the role rule the pipeline's policy stage applies first."""
+    return roles_allow(action, principal)
 
 
 def action_tool(action: CompiledAction) -> types.Tool:

@@ -25,7 +25,7 @@ from signoff.core.codes import Code, ExecutionStatus, RetryDisposition
 from signoff.core.compiled import ActionRegistry, CompiledAction, validate_input
 from signoff.core.definition import DuplicateVisibility, ExecutorMode, KeyRequirement
 from signoff.core.dispatch import AsyncLane, run_executor, run_guard, shielded
-from signoff.core.identity import Principal, is_valid_idempotency_key
+from signoff.core.identity import is_valid_idempotency_key
 from signoff.core.outcomes import event, outcome_of, terminal_status_for
 from signoff.core.policy import PolicyInput, evaluate_policy
 from signoff.core.ports import AuditEvent, Clock, DuplicateEntry, DuplicateState, Notifier, Store
@@ -455,6 +455,3 @@ class Pipeline:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
         if self._lane is not None:
             await self._lane.drain()
-
-    def principal_may_act(self, run: ActionRun, principal: Principal) -> bool:
-        return principal.id == run.principal.id

@@ -251,12 +251,10 @@ class InMemoryStore:
         self.duplicates = InMemoryDuplicateStore()
         self.audit = InMemoryAuditLog()
         self.workers = InMemoryWorkerRegistry()
-        self.units_committed = 0
 
     @asynccontextmanager
     async def unit(self) -> AsyncIterator[StoreUnit]:
         yield _Unit(self)
-        self.units_committed += 1
 
     async def wait_for_change(self, run_id: str, version: int, timeout: float) -> None:
         def changed() -> bool:

@@ -11,6 +11,8 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -52,11 +54,21 @@ def _crash(tmp_path: Path, point: str, mode: str, idempotent: bool) -> tuple[str
     return db_url, effects_db
 
 
-async def _restart(db_url: str, effects_db: str, mode: str, idempotent: bool) -> Runtime:
+@asynccontextmanager
+async def crashed_then_recovered(
+    tmp_path: Path, point: str, mode: str, idempotent: bool
+) -> AsyncIterator[tuple[Runtime, str, int]]:
+    """Crash a process at ``point``, restart the same instance and recover. Yields the runtime,
+    the effects file and how many side effects had happened before recovery."""
+    db_url, effects_db = _crash(tmp_path, point, mode, idempotent)
+    before = len(effects(effects_db))
     store = await open_store(db_url)
     runtime = Runtime(registry(effects_db, mode, idempotent, None), store, instance_id=INSTANCE)
-    await runtime.recover()
-    return runtime
+    try:
+        await runtime.recover()
+        yield runtime, effects_db, before
+    finally:
+        await store.close()
 
 
 def _retry() -> ActionProposal:
@@ -79,25 +91,24 @@ async def _runs(runtime: Runtime) -> list[ActionRun]:
 async def test_a_crash_before_the_running_commit_leaves_nothing_and_a_retry_runs_once(
     tmp_path: Path,
 ) -> None:
-    db_url, effects_db = _crash(tmp_path, "before_running_commit", "sync", idempotent=False)
-    runtime = await _restart(db_url, effects_db, "sync", False)
-    try:
+    async with crashed_then_recovered(
+        tmp_path, "before_running_commit", "sync", idempotent=False
+    ) as (runtime, effects_db, _):
         assert await _runs(runtime) == []  # never acknowledged, nothing half-recorded
         outcome = await runtime.propose(_retry())
         assert outcome.code == Code.SUCCEEDED
         assert len(effects(effects_db)) == 1
-    finally:
-        await runtime.store.close()
 
 
 @pytest.mark.parametrize("point", ["after_running_commit", "after_effect"])
 async def test_a_non_idempotent_run_caught_mid_flight_goes_to_manual_review_never_twice(
     tmp_path: Path, point: str
 ) -> None:
-    db_url, effects_db = _crash(tmp_path, point, "sync", idempotent=False)
-    before = len(effects(effects_db))
-    runtime = await _restart(db_url, effects_db, "sync", False)
-    try:
+    async with crashed_then_recovered(tmp_path, point, "sync", idempotent=False) as (
+        runtime,
+        effects_db,
+        before,
+    ):
         (run,) = await _runs(runtime)
         assert run.status is RunStatus.FAILED and run.result is not None
         assert (run.result.code, run.result.retry) == (
@@ -107,78 +118,70 @@ async def test_a_non_idempotent_run_caught_mid_flight_goes_to_manual_review_neve
         replay = await runtime.propose(_retry())
         assert replay.code == Code.ACTION_INTERRUPTED and replay.duplicate_of == run.run_id
         assert len(effects(effects_db)) == before == (1 if point == "after_effect" else 0)
-    finally:
-        await runtime.store.close()
 
 
 @pytest.mark.parametrize("point", ["after_running_commit", "after_effect"])
 async def test_an_idempotent_run_caught_mid_flight_is_redispatched_with_the_same_operation_id(
     tmp_path: Path, point: str
 ) -> None:
-    db_url, effects_db = _crash(tmp_path, point, "sync", idempotent=True)
-    runtime = await _restart(db_url, effects_db, "sync", True)
-    try:
+    async with crashed_then_recovered(tmp_path, point, "sync", idempotent=True) as (
+        runtime,
+        effects_db,
+        _,
+    ):
         (run,) = await _runs(runtime)
         assert run.status is RunStatus.SUCCEEDED
         assert effects(effects_db) == [run.operation_id]
         replay = await runtime.propose(_retry())
         assert replay.duplicate_of == run.run_id and replay.code == Code.SUCCEEDED
         assert effects(effects_db) == [run.operation_id]
-    finally:
-        await runtime.store.close()
 
 
 async def test_a_crash_after_external_acceptance_is_redispatched_idempotently_then_completed(
     tmp_path: Path,
 ) -> None:
-    db_url, effects_db = _crash(tmp_path, "after_external_acceptance", "deferred", idempotent=True)
-    runtime = await _restart(db_url, effects_db, "deferred", True)
-    try:
+    async with crashed_then_recovered(
+        tmp_path, "after_external_acceptance", "deferred", idempotent=True
+    ) as (runtime, effects_db, _):
         (run,) = await _runs(runtime)
         assert run.status is RunStatus.WAITING_EXTERNAL
         assert effects(effects_db) == [run.operation_id]  # accepted once at the receiver
         assert run.attempt_token is not None
         done = await runtime.complete(run.run_id, run.attempt_token, ExecutionResult.succeeded())
         assert done.accepted and done.code == Code.SUCCEEDED
-    finally:
-        await runtime.store.close()
 
 
 async def test_a_crash_after_external_acceptance_without_idempotency_needs_review(
     tmp_path: Path,
 ) -> None:
-    db_url, effects_db = _crash(tmp_path, "after_external_acceptance", "deferred", idempotent=False)
-    runtime = await _restart(db_url, effects_db, "deferred", False)
-    try:
+    async with crashed_then_recovered(
+        tmp_path, "after_external_acceptance", "deferred", idempotent=False
+    ) as (runtime, effects_db, _):
         (run,) = await _runs(runtime)
         assert run.status is RunStatus.FAILED and run.result is not None
         assert run.result.retry is RetryDisposition.MANUAL_REVIEW
         assert len(effects(effects_db)) == 1
-    finally:
-        await runtime.store.close()
 
 
 async def test_background_work_accepted_but_never_claimed_is_dispatched_after_a_crash(
     tmp_path: Path,
 ) -> None:
-    db_url, effects_db = _crash(tmp_path, "before_async_claim", "async", idempotent=False)
-    runtime = await _restart(db_url, effects_db, "async", False)
-    try:
+    async with crashed_then_recovered(
+        tmp_path, "before_async_claim", "async", idempotent=False
+    ) as (runtime, effects_db, _):
         (run,) = await _runs(runtime)
         assert run.status is RunStatus.SUCCEEDED
         assert effects(effects_db) == [run.operation_id]
-    finally:
-        await runtime.store.close()
 
 
 async def test_background_work_that_had_started_is_treated_like_a_running_sync_run(
     tmp_path: Path,
 ) -> None:
-    db_url, effects_db = _crash(tmp_path, "after_effect", "async", idempotent=False)
-    runtime = await _restart(db_url, effects_db, "async", False)
-    try:
+    async with crashed_then_recovered(tmp_path, "after_effect", "async", idempotent=False) as (
+        runtime,
+        effects_db,
+        _,
+    ):
         (run,) = await _runs(runtime)
         assert run.result is not None and run.result.code == Code.ACTION_INTERRUPTED
         assert len(effects(effects_db)) == 1
-    finally:
-        await runtime.store.close()

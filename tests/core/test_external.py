@@ -236,3 +236,22 @@ def test_complete_versus_cancel_and_cancel_versus_cancel_converge_on_one_result(
             Code.ACTION_RUN_ALREADY_TERMINAL,
         ):
             assert outcome_seen.status == final.status
+
+
+async def test_a_callback_that_arrives_before_waiting_external_is_committed_still_wins() -> None:
+    runtimes: list[Runtime] = []
+
+    async def fast_provider(context: ExecutionContext) -> dict[str, Any]:
+        # The external system finishes and calls back before dispatch returns.
+        done = await runtimes[0].complete(
+            context.run_id, context.attempt_token, ExecutionResult.succeeded({"fast": True})
+        )
+        assert done.accepted
+        return {"provider_ref": "late receipt"}
+
+    runtime = memory_runtime(definition(fast_provider, mode="deferred", approval=NO_APPROVAL))
+    runtimes.append(runtime)
+    outcome = await runtime.propose(proposal(SMALL))
+    assert (outcome.status, outcome.output) == (ExecutionStatus.SUCCEEDED, {"fast": True})
+    run = await runtime.load(outcome.run_id)
+    assert run is not None and run.status is RunStatus.SUCCEEDED

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from signoff.cli import approvals, audit, check, db, recover, runs, serve
+from signoff.cli import approvals, audit, check, db, demo, recover, runs, serve
 
 app = typer.Typer(
     name="signoff",
@@ -15,6 +15,7 @@ app = typer.Typer(
 )
 check.register(app)
 serve.register(app)
+app.command("demo")(demo.demo)
 db.register(app)
 runs.register(app)
 approvals.register(app)

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import getpass
 import json
-from collections.abc import Awaitable, Callable
-from pathlib import Path
+from collections.abc import Callable
 from typing import Annotated, TypeVar
 
 import typer
@@ -19,19 +18,18 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from signoff.app import Application, Settings, build_application, load_registry
-from signoff.cli.db import fail, open_existing, run
+from signoff.app import Application
 from signoff.cli.options import (
     DEFAULT_DATABASE_URL,
     DEFAULT_MANIFESTS,
     DatabaseOption,
     ManifestsOption,
 )
+from signoff.cli.plumbing import fail, with_application
 from signoff.core.approvals import DecisionRequest, DecisionResult
 from signoff.core.codes import Code
 from signoff.core.identity import Channel
 from signoff.core.run import ActionRun, ApprovalVote
-from signoff.manifest import ManifestErrors
 from signoff.surfaces.mcp.identity import Caller, IdentityError, make_caller
 from signoff.surfaces.web.views import describe, input_fields, pending_for, relative, run_json
 
@@ -49,34 +47,6 @@ ReasonOption = Annotated[
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
 RunIdArgument = Annotated[str, typer.Argument(help="The run id.")]
-
-
-def with_application(
-    database: str, manifests: str, work: Callable[[Application], Awaitable[T]]
-) -> T:
-    """Open the existing database and the manifests, run ``work``, drain and close."""
-
-    async def main() -> T:
-        try:
-            registry = load_registry(Path(manifests))
-        except ManifestErrors as exc:
-            fail(
-                f"the manifests in {manifests} do not load ({len(exc.problems)} problems; "
-                "run signoff check)",
-                "MANIFEST_INVALID",
-            )
-        store = await open_existing(database)
-        application = await build_application(
-            Settings(database_url=database, manifests_dir=Path(manifests)),
-            registry=registry,
-            store=store,
-        )
-        try:
-            return await work(application)
-        finally:
-            await application.close()
-
-    return run(main())
 
 
 def _operator() -> str:

@@ -10,8 +10,8 @@ from typing import Annotated
 import typer
 
 from signoff.audit_check import AuditProblem, check_trail, event_record, runs_with_events
-from signoff.cli.db import fail, open_existing, run
 from signoff.cli.options import DEFAULT_DATABASE_URL, DatabaseOption
+from signoff.cli.plumbing import fail, open_existing, run
 
 TenantOption = Annotated[
     str | None, typer.Option("--tenant", help="Only this tenant's runs (default: every tenant).")

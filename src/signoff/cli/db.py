@@ -1,63 +1,20 @@
-"""`signoff db upgrade|status|purge`, and opening the database for the other commands."""
+"""`signoff db upgrade|status|purge`."""
 
 from __future__ import annotations
 
-import asyncio
 import re
-from collections.abc import Awaitable
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import Annotated, NoReturn, TypeVar
+from typing import Annotated, TypeVar
 
 import typer
-from rich.console import Console
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
 
 from signoff.cli.options import DEFAULT_DATABASE_URL, DatabaseOption
-from signoff.core.ports import Store
-from signoff.store.errors import StoreError
-from signoff.store.factory import MEMORY_URL, open_store
+from signoff.cli.plumbing import fail, open_existing, run
+from signoff.store.factory import MEMORY_URL
 from signoff.store.retention import DEFAULT_DUPLICATE_RETENTION, purge_duplicates
 
 T = TypeVar("T")
 _DURATION = re.compile(r"^(?:[0-9]+(?:ms|s|m|h|d))+$")
-
-
-def fail(message: str, code: str) -> NoReturn:
-    """One line on stderr with the stable code, exit status 1."""
-    Console(stderr=True).print(f"{message} [{code}]", markup=False, highlight=False, soft_wrap=True)
-    raise typer.Exit(1)
-
-
-def run(work: Awaitable[T]) -> T:
-    """Run ``work``; a store problem becomes one line and exit 1."""
-
-    async def main() -> T:
-        return await work
-
-    try:
-        return asyncio.run(main())
-    except StoreError as exc:
-        fail(str(exc), exc.code)
-
-
-async def open_existing(url: str) -> Store:
-    """Open a database for reading; never creates or migrates one (SQLite included)."""
-    _require_existing(url)
-    return await open_store(url, upgrade=False)
-
-
-def _require_existing(url: str) -> None:
-    if url != MEMORY_URL:
-        try:
-            parsed = make_url(url)
-        except ArgumentError:
-            fail(f"not a database URL: {url!r}", "DATABASE_UNSUPPORTED")
-        if parsed.get_backend_name() == "sqlite" and parsed.database:
-            path = Path(parsed.database)
-            if parsed.database != ":memory:" and not path.exists():
-                fail(f"no database at {path}", "DATABASE_NOT_FOUND")
 
 
 def register(app: typer.Typer) -> None:

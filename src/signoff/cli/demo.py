@@ -21,13 +21,14 @@ from typing import Annotated, Any
 import typer
 
 from signoff.app import Application
+from signoff.cli.hosting import HostOption, PortOption, misconfigured, reloading, serve_application
 from signoff.cli.options import (
     DEFAULT_DATABASE_URL,
     DEFAULT_MANIFESTS,
     DatabaseOption,
     ManifestsOption,
 )
-from signoff.cli.serve import HostOption, PortOption, fail, reloading, run_with_application
+from signoff.cli.plumbing import fail
 from signoff.store.factory import MEMORY_URL
 from signoff.surfaces.mcp.auth import JwtConfig, JwtVerifier, issue_token
 from signoff.surfaces.mcp.http import (
@@ -63,7 +64,7 @@ def demo(
 ) -> None:
     """Serve the demo actions over HTTP on localhost and print how to connect."""
     if not is_loopback(host):
-        raise fail("the demo serves on a loopback address only (its tokens are printed)")
+        misconfigured("the demo serves on a loopback address only (its tokens are printed)")
     state = state_dir.resolve()
     state.mkdir(mode=0o700, parents=True, exist_ok=True)
     secret = _secret(state / "jwt-secret")
@@ -80,7 +81,7 @@ def demo(
     try:
         listener = _listen(host, port)
     except OSError as exc:
-        raise fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}", 1) from exc
+        fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}", "PORT_UNAVAILABLE")
 
     async def body(application: Application) -> None:
         _print_instructions(state, public_url, secret, database, manifests_dir)
@@ -94,7 +95,7 @@ def demo(
         async with reloading(application, signoff_mcp(app), enabled=True):
             await serve_http(app, host, port, log_level="warning", sockets=[listener])
 
-    run_with_application(database, manifests, body)
+    serve_application(database, manifests, body)
 
 
 def _listen(host: str, port: int) -> socket.socket:

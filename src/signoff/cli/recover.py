@@ -8,13 +8,13 @@ from typing import Annotated
 import typer
 
 from signoff.app import Application
-from signoff.cli.approvals import with_application
 from signoff.cli.options import (
     DEFAULT_DATABASE_URL,
     DEFAULT_MANIFESTS,
     DatabaseOption,
     ManifestsOption,
 )
+from signoff.cli.plumbing import with_application
 from signoff.core.recovery import RecoveryReport
 
 

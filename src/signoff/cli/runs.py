@@ -9,8 +9,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from signoff.cli.db import fail, open_existing, run
 from signoff.cli.options import DEFAULT_DATABASE_URL, DatabaseOption
+from signoff.cli.plumbing import fail, open_existing, run
 from signoff.core.ports import AuditEvent
 from signoff.core.run import ActionRun, RunStatus
 

@@ -1,20 +1,23 @@
-"""`signoff serve` (stdio or streamable HTTP) and `signoff demo` (everything on localhost)."""
+"""`signoff serve`: the actions as MCP tools over stdio or streamable HTTP."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import dataclasses
 import os
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
 from enum import StrEnum
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from signoff.app import Application, Settings, start_application
+from signoff.app import Application
+from signoff.cli.hosting import (
+    HostOption,
+    PortOption,
+    misconfigured,
+    reloading,
+    serve_application,
+)
 from signoff.cli.options import (
     DEFAULT_DATABASE_URL,
     DEFAULT_MANIFESTS,
@@ -22,7 +25,6 @@ from signoff.cli.options import (
     ManifestsOption,
 )
 from signoff.maintenance import maintenance
-from signoff.store.errors import StoreError
 from signoff.surfaces.mcp.auth import JwtConfig, JwtConfigError, JwtVerifier
 from signoff.surfaces.mcp.http import (
     BearerAuth,
@@ -55,37 +57,6 @@ RolesOption = Annotated[
     str | None,
     typer.Option("--roles", envvar="SIGNOFF_ROLES", help="stdio: roles, comma separated."),
 ]
-HostOption = Annotated[str, typer.Option("--host", help="http: address to bind.")]
-PortOption = Annotated[int, typer.Option("--port", help="http: port to bind.")]
-
-
-def fail(message: str, status: int = 2) -> typer.Exit:
-    """Print a one-line reason to stderr; the caller raises the returned ``Exit``."""
-    typer.echo(f"signoff: {message}", err=True)
-    return typer.Exit(status)
-
-
-def run_with_application(
-    database: str, manifests: str, body: Callable[[Application], Awaitable[None]]
-) -> None:
-    """Build the application inside the serving loop (stores bind to it), run, close."""
-
-    async def main() -> None:
-        try:
-            application = await start_application(
-                Settings(database_url=database, manifests_dir=Path(manifests))
-            )
-        except StoreError as exc:
-            raise fail(f"cannot start: {exc} ({exc.code})", 1) from exc
-        except (ValueError, OSError, ImportError) as exc:
-            raise fail(f"cannot start: {exc}", 1) from exc
-        try:
-            await body(application)
-        finally:
-            await application.close()
-
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(main())
 
 
 def serve(
@@ -143,23 +114,24 @@ def serve(
     if transport is Transport.STDIO:
         caller = _caller_or_exit(principal, tenant, roles)
         _log_to_stderr()
-        run_with_application(database, manifests, lambda app: _stdio(app, caller, reload))
+        serve_application(database, manifests, lambda app: _stdio(app, caller, reload))
         return
 
     auth: HttpAuth
     if fixed_identity:
         if not is_loopback(host):
-            raise fail("--fixed-identity is only allowed with a loopback --host")
+            misconfigured("--fixed-identity is only allowed with a loopback --host")
         auth = FixedIdentity(_caller_or_exit(principal, tenant, roles), host)
     else:
         try:
             config = JwtConfig.from_env(os.environ)
         except (JwtConfigError, ValueError) as exc:
-            raise fail(str(exc)) from exc
+            misconfigured(str(exc))
         if config is None:
-            raise fail(
+            misconfigured(
                 "no token verification configured: set SIGNOFF_JWT_SECRET, "
-                "SIGNOFF_JWT_PUBLIC_KEY or SIGNOFF_JWT_JWKS (or use --fixed-identity on loopback)"
+                "SIGNOFF_JWT_PUBLIC_KEY or SIGNOFF_JWT_JWKS (or use --fixed-identity on loopback)",
+                "AUTH_NOT_CONFIGURED",
             )
         url = public_url or f"http://{_url_host(host)}:{port}"
         servers = [config.issuer] if config.issuer else []
@@ -169,9 +141,9 @@ def serve(
             os.environ, public_url=public_url or f"http://{_url_host(host)}:{port}"
         )
     except WebConfigError as exc:
-        raise fail(str(exc)) from exc
+        misconfigured(str(exc))
     options = HttpOptions(allowed_hosts=tuple(allowed_host or ()))
-    run_with_application(
+    serve_application(
         database,
         manifests,
         lambda app: _http(app, auth, options, web, host, port, log_level, reload),
@@ -206,34 +178,11 @@ async def _http(
         await serve_http(app, host, port, log_level=log_level)
 
 
-@contextlib.asynccontextmanager
-async def reloading(
-    application: Application, surface: SignoffMCP, *, enabled: bool
-) -> AsyncIterator[None]:
-    """Reload the manifests on SIGHUP or when they change; tell connected clients afterwards."""
-    if not enabled:
-        yield
-        return
-    from signoff.manifest import ManifestReloader
-
-    async def on_reload(_actions: object) -> None:
-        await surface.notify_tools_changed()
-
-    reloader = ManifestReloader(
-        application.settings.manifests_dir, application.registry, on_reload=on_reload
-    )
-    reloader.start(signals=True)
-    try:
-        yield
-    finally:
-        await reloader.stop()
-
-
 def _caller_or_exit(principal: str | None, tenant: str | None, roles: str | None) -> Caller:
     try:
         return make_caller(principal, tenant, roles)
     except IdentityError as exc:
-        raise fail(f"refusing to start: {exc}") from exc
+        misconfigured(f"refusing to start: {exc}", "UNAUTHENTICATED")
 
 
 def _url_host(host: str) -> str:
@@ -251,7 +200,4 @@ def _log_to_stderr() -> None:
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the top-level app."""
-    from signoff.cli.demo import demo
-
     app.command("serve")(serve)
-    app.command("demo")(demo)

@@ -1,0 +1,73 @@
+"""What `signoff serve` and `signoff demo` share: bind options, the serving loop, reloading."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+
+from signoff.app import Application, Settings, start_application
+from signoff.cli.plumbing import MISCONFIGURED, fail
+from signoff.store.errors import StoreError
+from signoff.surfaces.mcp.server import SignoffMCP
+
+HostOption = Annotated[str, typer.Option("--host", help="http: address to bind.")]
+PortOption = Annotated[int, typer.Option("--port", help="http: port to bind.")]
+
+
+def misconfigured(message: str, code: str = "CONFIG_INVALID") -> NoReturn:
+    """Fail with exit status 2: the command line or the environment is wrong."""
+    fail(message, code, MISCONFIGURED)
+
+
+def serve_application(
+    database: str, manifests: str, body: Callable[[Application], Awaitable[None]]
+) -> None:
+    """Build the application inside the serving loop (stores bind to it), run, close."""
+
+    if not Path(manifests).is_dir():
+        fail(f"cannot start: {manifests}/ not found (pass --manifests DIR)", "MANIFESTS_NOT_FOUND")
+
+    async def main() -> None:
+        try:
+            application = await start_application(
+                Settings(database_url=database, manifests_dir=Path(manifests))
+            )
+        except StoreError as exc:
+            fail(f"cannot start: {exc}", exc.code)
+        except (ValueError, OSError, ImportError) as exc:
+            fail(f"cannot start: {exc}", "START_FAILED")
+        try:
+            await body(application)
+        finally:
+            await application.close()
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(main())
+
+
+@contextlib.asynccontextmanager
+async def reloading(
+    application: Application, surface: SignoffMCP, *, enabled: bool
+) -> AsyncIterator[None]:
+    """Reload the manifests on SIGHUP or when they change; tell connected clients afterwards."""
+    if not enabled:
+        yield
+        return
+    from signoff.manifest import ManifestReloader
+
+    async def on_reload(_actions: object) -> None:
+        await surface.notify_tools_changed()
+
+    reloader = ManifestReloader(
+        application.settings.manifests_dir, application.registry, on_reload=on_reload
+    )
+    reloader.start(signals=True)
+    try:
+        yield
+    finally:
+        await reloader.stop()

@@ -1,0 +1,107 @@
+"""What every command shares: one way to fail, to run async work, and to open the application.
+
+Exit status: ``0`` done; ``1`` refused (a stable code says why); ``2`` the command line or the
+server's configuration is wrong (also typer's own usage errors). Every refusal is one line on
+stderr ending in ``[CODE]``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import NoReturn, TypeVar
+
+import typer
+from rich.console import Console
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+
+from signoff.app import Application, Settings, build_application, load_registry
+from signoff.core.compiled import ActionRegistry
+from signoff.core.ports import Store
+from signoff.manifest import ManifestErrors
+from signoff.store.errors import StoreError
+from signoff.store.factory import MEMORY_URL, open_store
+
+T = TypeVar("T")
+
+REFUSED = 1
+MISCONFIGURED = 2
+
+
+def fail(message: str, code: str, status: int = REFUSED) -> NoReturn:
+    """One line on stderr, ``message [CODE]``, and exit ``status`` (non-zero)."""
+    Console(stderr=True).print(f"{message} [{code}]", markup=False, highlight=False, soft_wrap=True)
+    raise typer.Exit(status)
+
+
+def run(work: Awaitable[T]) -> T:
+    """Run ``work``; a store problem becomes one line and exit 1."""
+
+    async def main() -> T:
+        return await work
+
+    try:
+        return asyncio.run(main())
+    except StoreError as exc:
+        fail(str(exc), exc.code)
+
+
+async def open_existing(url: str) -> Store:
+    """Open a database for reading; never creates or migrates one (SQLite included)."""
+    _require_existing(url)
+    return await open_store(url, upgrade=False)
+
+
+def _require_existing(url: str) -> None:
+    if url == MEMORY_URL:
+        return
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        fail(f"not a database URL: {url!r}", "DATABASE_UNSUPPORTED")
+    if parsed.get_backend_name() == "sqlite" and parsed.database:
+        path = Path(parsed.database)
+        if parsed.database != ":memory:" and not path.exists():
+            fail(f"no database at {path}", "DATABASE_NOT_FOUND")
+
+
+def registry_or_fail(manifests: str) -> ActionRegistry:
+    """Load the manifests or fail saying why: a missing directory, or how many problems."""
+    directory = Path(manifests)
+    if not directory.is_dir():
+        fail(
+            f"{manifests}/ not found (run in the project directory or pass --manifests DIR)",
+            "MANIFESTS_NOT_FOUND",
+        )
+    try:
+        return load_registry(directory)
+    except ManifestErrors as exc:
+        count = len(exc.problems)
+        fail(
+            f"the manifests in {manifests} do not load ({count} problem{'s' * (count != 1)}; "
+            "run signoff check)",
+            "MANIFEST_INVALID",
+        )
+
+
+def with_application(
+    database: str, manifests: str, work: Callable[[Application], Awaitable[T]]
+) -> T:
+    """Open the existing database and the manifests, run ``work``, drain and close."""
+
+    async def main() -> T:
+        registry = registry_or_fail(manifests)
+        store = await open_existing(database)
+        application = await build_application(
+            Settings(database_url=database, manifests_dir=Path(manifests)),
+            registry=registry,
+            store=store,
+        )
+        try:
+            return await work(application)
+        finally:
+            await application.close()
+
+    return run(main())

@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install lint typecheck test pytest demo format clean bench
+.PHONY: install lint typecheck test pytest demo format clean bench schema
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,12 @@ format: install
 
 demo: install
 	$(BIN)/signoff demo --host $(HOST) --port $(PORT)
+
+# The manifest JSON Schema editors use, regenerated from the pydantic models (a test checks it is current).
+schema: install
+	$(BIN)/python -c 'from signoff.manifest.schema import render_schema; print(render_schema(), end="")' \
+		> src/signoff/manifest/manifest.schema.json.new
+	mv src/signoff/manifest/manifest.schema.json.new src/signoff/manifest/manifest.schema.json
 
 bench: install
 	$(BIN)/python benchmarks/store_throughput.py

@@ -247,7 +247,7 @@ def test_hooks_import_with_the_manifest_directorys_parent_on_the_path(
 
 
 def test_the_shipped_schema_is_the_one_the_models_generate() -> None:
-    assert json.loads(shipped_schema_text()) == manifest_json_schema()
+    assert json.loads(shipped_schema_text()) == manifest_json_schema(), "run `make schema`"
 
 
 def test_the_schema_accepts_the_demo_manifests_and_rejects_unknown_fields() -> None:

@@ -129,7 +129,7 @@ class ActionDefinition(BaseModel):
     )
     orphan: OrphanPolicy = OrphanPolicy.MANUAL_REVIEW
     callback_secret: str | None = Field(
-        default=None, description="HMAC secret for this action's completion callbacks."
+        default=None, repr=False, description="HMAC secret for this action's completion callbacks."
     )
     executor_idempotent: bool = Field(
         default=False,

@@ -119,7 +119,7 @@ class Executor(_Strict):
     """deferred: asks the external system to stop a run (module:function, idempotent)."""
     orphan: Literal["manual_review", "cancel"] = "manual_review"
     """deferred: what happens to a run whose completion has not arrived within the timeout."""
-    callback_secret: str | None = None
+    callback_secret: str | None = Field(default=None, repr=False)
     """deferred: HMAC secret of completion callbacks; write ${VAR} to keep it out of the file."""
 
 

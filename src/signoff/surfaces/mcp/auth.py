@@ -19,7 +19,7 @@ import json
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,9 +39,9 @@ class JwtConfigError(ValueError):
 
 @dataclass(frozen=True)
 class JwtConfig:
-    """Key material and the optional audience/issuer checks."""
+    """Key material and the optional audience/issuer checks. ``repr`` hides the HS256 secret."""
 
-    secret: str | None = None
+    secret: str | None = field(default=None, repr=False)
     public_key_pem: str | None = None
     jwks: Mapping[str, Any] | None = None
     audience: str | None = None

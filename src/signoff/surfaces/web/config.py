@@ -30,9 +30,9 @@ class WebConfigError(ValueError):
 
 @dataclass(frozen=True)
 class WebhookConfig:
-    """``url`` for every action unless ``routes`` names one for the action."""
+    """``url`` for every action unless ``routes`` names one for the action. ``repr`` hides the secret."""
 
-    secret: str
+    secret: str = field(repr=False)
     url: str | None = None
     routes: Mapping[str, str] = field(default_factory=dict)
     timeout: float = 5.0
@@ -55,13 +55,14 @@ class WebhookConfig:
 
 @dataclass(frozen=True)
 class WebConfig:
-    """``public_url``: where people reach this server (links in notifications)."""
+    """``public_url``: where people reach this server (links in notifications). ``repr`` hides
+    the secrets."""
 
     public_url: str = "http://127.0.0.1:8000"
-    session_secret: str = field(default_factory=lambda: secrets.token_urlsafe(48))
+    session_secret: str = field(default_factory=lambda: secrets.token_urlsafe(48), repr=False)
     session_ttl: timedelta = DEFAULT_SESSION_TTL
     secure_cookies: bool = False
-    callback_secret: str | None = None
+    callback_secret: str | None = field(default=None, repr=False)
     webhook: WebhookConfig | None = None
 
     def __post_init__(self) -> None:

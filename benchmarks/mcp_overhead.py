@@ -130,7 +130,9 @@ async def governed_runtime(stack: AsyncExitStack, url: str) -> Runtime:
 
 async def build_cases(stack: AsyncExitStack, sqlite_url: str) -> list[Case]:
     caller = make_caller("bench-agent", "bench", "")
-    token = issue_token(SECRET, "bench-agent", "bench", [], ttl_seconds=3600)
+    token = issue_token(
+        SECRET, "bench-agent", "bench", [], ttl_seconds=3600, scopes=["signoff:propose"]
+    )
     plain = plain_server()
     plain_url = await stack.enter_async_context(served(plain.streamable_http_app()))
     cases = [

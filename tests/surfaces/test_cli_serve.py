@@ -9,6 +9,7 @@ import signal
 import sys
 from pathlib import Path
 
+import httpx2
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
@@ -100,12 +101,25 @@ async def test_signoff_demo_prints_working_tokens_and_a_stdio_snippet_then_serve
         async with http_client(url, agent_token) as agent:
             names = {t.name for t in (await agent.list_tools()).tools}
             listed = await agent.call_tool("invoice.list", {"status": "open"})
-        async with http_client(url, lead_token) as lead:
-            lead_names = {t.name for t in (await lead.list_tools()).tools}
+        async with httpx2.AsyncClient(base_url=url) as http:
+            lead_on_mcp = await http.post(
+                "/mcp", json={}, headers={"Authorization": f"Bearer {lead_token}"}
+            )
+            lead_inbox = await http.get(
+                "/api/approvals", headers={"Authorization": f"Bearer {lead_token}"}
+            )
+            agent_inbox = await http.get(
+                "/api/approvals", headers={"Authorization": f"Bearer {agent_token}"}
+            )
         assert "invoice.cancel" in names
         assert listed.structured_content is not None
         assert listed.structured_content["code"] == Code.SUCCEEDED
-        assert "invoice.cancel" in lead_names
+        # One token of each kind: the agent's proposes, the approver's decides, never crosswise.
+        assert lead_on_mcp.status_code == 403
+        assert 'error="insufficient_scope"' in lead_on_mcp.headers["www-authenticate"]
+        assert lead_inbox.status_code == 200
+        assert agent_inbox.status_code == 403
+        assert agent_inbox.json()["code"] == Code.INSUFFICIENT_SCOPE
     finally:
         process.send_signal(signal.SIGINT)
         await asyncio.wait_for(process.wait(), DEADLINE)

@@ -31,6 +31,7 @@ from signoff.surfaces.mcp.http import (
     signoff_mcp,
 )
 from signoff.surfaces.mcp.identity import make_caller
+from signoff.surfaces.scopes import DEFAULT_PROPOSE as PROPOSE
 from tests.surfaces.support import (
     DEADLINE,
     SECRET,
@@ -51,7 +52,7 @@ MODES = ["auto", "legacy"]
 
 
 def token(sub: str = "agent-1", tenant: str = "acme", roles: tuple[str, ...] = ("billing",)) -> str:
-    return issue_token(SECRET, sub, tenant, roles)
+    return issue_token(SECRET, sub, tenant, roles, scopes=[PROPOSE])
 
 
 @dataclass
@@ -122,11 +123,19 @@ async def _post_initialize(url: str, headers: dict[str, str]) -> httpx2.Response
 
 
 def _expired() -> str:
-    return issue_token(SECRET, "agent-1", "acme", ["billing"], now=time.time() - 7200)
+    return issue_token(
+        SECRET, "agent-1", "acme", ["billing"], now=time.time() - 7200, scopes=[PROPOSE]
+    )
 
 
 def _forged() -> str:
-    return issue_token("another-secret-that-is-also-long-enough!!", "agent-1", "acme", ["billing"])
+    return issue_token(
+        "another-secret-that-is-also-long-enough!!",
+        "agent-1",
+        "acme",
+        ["billing"],
+        scopes=[PROPOSE],
+    )
 
 
 def _no_tenant() -> str:
@@ -187,7 +196,9 @@ async def test_the_protected_resource_metadata_names_the_mcp_endpoint(
         ]
     assert documents[0] == documents[1]
     assert documents[0]["resource"] == "http://127.0.0.1/mcp"
-    assert documents[0]["authorization_servers"] == ["http://127.0.0.1"]
+    # signoff issues no tokens: without a configured authorization server it names none.
+    assert "authorization_servers" not in documents[0]
+    assert documents[0]["scopes_supported"] == ["signoff:propose", "signoff:approve"]
     assert documents[0]["bearer_methods_supported"] == ["header"]
 
 
@@ -283,7 +294,13 @@ def _rsa() -> tuple[Any, str]:
 
 
 def _rs256(key: Any, kid: str | None = None, **claims: Any) -> str:
-    body = {"sub": "agent-1", "tenant": "acme", "roles": "billing", "exp": int(time.time()) + 60}
+    body = {
+        "sub": "agent-1",
+        "tenant": "acme",
+        "roles": "billing",
+        "exp": int(time.time()) + 60,
+        "scope": PROPOSE,
+    }
     body.update(claims)
     return jwt.encode(body, key, algorithm="RS256", headers={"kid": kid} if kid else None)
 

@@ -22,6 +22,7 @@ from signoff.core.runtime import Runtime
 from signoff.store.memory import InMemoryStore
 from signoff.surfaces.mcp.auth import JwtConfig, JwtVerifier, issue_token
 from signoff.surfaces.mcp.http import BearerAuth, HttpOptions, build_http_app
+from signoff.surfaces.scopes import DEFAULT_APPROVE
 from signoff.surfaces.web import WebConfig, build_web
 from tests.helpers import NO_APPROVAL, Recorder, definition, proposal
 
@@ -49,8 +50,10 @@ def token(
     tenant: str = "acme",
     roles: Sequence[str] = ("billing-lead",),
     ttl_seconds: int = 3600,
+    scopes: Sequence[str] = (DEFAULT_APPROVE,),
 ) -> str:
-    return issue_token(JWT_SECRET, sub, tenant, roles, ttl_seconds=ttl_seconds)
+    """An approver's token by default (scope ``signoff:approve``)."""
+    return issue_token(JWT_SECRET, sub, tenant, roles, ttl_seconds=ttl_seconds, scopes=scopes)
 
 
 def bearer(**claims: Any) -> dict[str, str]:
@@ -148,6 +151,7 @@ def build_site(
     config: WebConfig | None = None,
     *,
     maintenance_every: float | None = None,
+    jwt_config: JwtConfig | None = None,
 ) -> Site:
     clock = ManualClock()
     recorder, external = Recorder(), ExternalSystem()
@@ -157,7 +161,7 @@ def build_site(
         clock=clock,
     )
     config = config or web_config()
-    verifier = JwtVerifier(JwtConfig(secret=JWT_SECRET))
+    verifier = JwtVerifier(jwt_config or JwtConfig(secret=JWT_SECRET))
     web = build_web(runtime, config, verifier, maintenance_every=maintenance_every)
     app = build_http_app(
         runtime,

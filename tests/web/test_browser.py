@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from signoff import Code, ExecutionStatus
+from signoff.surfaces.scopes import DEFAULT_PROPOSE as PROPOSE
 from tests.surfaces.support import http_client, running
 from tests.web.support import Site, site_for_tests, token
 
@@ -109,7 +110,7 @@ async def test_an_approver_signs_in_approves_one_run_rejects_another_and_the_age
         # What the agent sees: through the runtime, and through MCP over HTTP with its own token.
         approved = await site.runtime.get(approve_me.run_id, "acme")
         assert approved is not None and approved.status is ExecutionStatus.SUCCEEDED
-        agent = token(sub="agent-1", tenant="acme", roles=("billing",))
+        agent = token(sub="agent-1", tenant="acme", roles=("billing",), scopes=(PROPOSE,))
         async with http_client(url, agent) as client:
             result = await client.call_tool("signoff.get_run", {"run_id": reject_me.run_id})
         assert result.structured_content is not None

@@ -39,6 +39,7 @@ from signoff.surfaces.mcp.http import (
     signoff_mcp,
 )
 from signoff.surfaces.mcp.serving import serve_http
+from signoff.surfaces.scopes import Scopes
 from signoff.surfaces.web import WebConfig, build_web
 
 DEMO_TENANT = "demo"
@@ -167,11 +168,22 @@ def stdio_snippet(database: str, manifests: Path) -> dict[str, Any]:
 def _print_instructions(
     state: Path, public_url: str, secret: str, database: str, manifests: Path
 ) -> None:
+    scopes = Scopes()
     agent_token = issue_token(
-        secret, AGENT[0], DEMO_TENANT, AGENT[1], ttl_seconds=TOKEN_TTL_SECONDS
+        secret,
+        AGENT[0],
+        DEMO_TENANT,
+        AGENT[1],
+        ttl_seconds=TOKEN_TTL_SECONDS,
+        scopes=[scopes.propose],
     )
     lead_token = issue_token(
-        secret, APPROVER[0], DEMO_TENANT, APPROVER[1], ttl_seconds=TOKEN_TTL_SECONDS
+        secret,
+        APPROVER[0],
+        DEMO_TENANT,
+        APPROVER[1],
+        ttl_seconds=TOKEN_TTL_SECONDS,
+        scopes=[scopes.approve],
     )
     for name, token in (("agent.token", agent_token), ("approver.token", lead_token)):
         (state / name).write_text(token + "\n")
@@ -181,9 +193,15 @@ def _print_instructions(
     echo(f"  database:  {database}")
     echo(f"  manifests: {manifests}")
     echo("")
-    echo(f"Agent token   ({AGENT[0]}, tenant {DEMO_TENANT}, roles {','.join(AGENT[1])}):")
+    echo(
+        f"Agent token   ({AGENT[0]}, tenant {DEMO_TENANT}, roles {','.join(AGENT[1])}, "
+        f"scope {scopes.propose}; for /mcp only):"
+    )
     echo(f"  {agent_token}")
-    echo(f"Approver token ({APPROVER[0]}, tenant {DEMO_TENANT}, roles {','.join(APPROVER[1])}):")
+    echo(
+        f"Approver token ({APPROVER[0]}, tenant {DEMO_TENANT}, roles {','.join(APPROVER[1])}, "
+        f"scope {scopes.approve}; for the inbox and /api only):"
+    )
     echo(f"  {lead_token}")
     echo("")
     echo("The whole story as an agent (list tools, a read, a write that waits for approval):")

@@ -31,6 +31,7 @@ from signoff.surfaces.mcp.http import (
     FixedIdentity,
     HttpAuth,
     HttpOptions,
+    authorization_servers,
     build_http_app,
     is_loopback,
     signoff_mcp,
@@ -38,6 +39,7 @@ from signoff.surfaces.mcp.http import (
 from signoff.surfaces.mcp.identity import Caller, IdentityError, fixed_identity, make_caller
 from signoff.surfaces.mcp.server import SignoffMCP
 from signoff.surfaces.mcp.serving import serve_http, serve_stdio
+from signoff.surfaces.scopes import ScopeConfigError, Scopes
 from signoff.surfaces.web import WebConfig, WebConfigError, build_web
 
 
@@ -107,9 +109,11 @@ def serve(
 
     stdio: the whole connection acts as --principal/--tenant/--roles (or SIGNOFF_PRINCIPAL,
     SIGNOFF_TENANT, SIGNOFF_ROLES); refuses to start without a principal and a tenant.
-    http: streamable HTTP at /mcp; every request needs a bearer JWT (claims sub, tenant, roles)
-    verified with SIGNOFF_JWT_SECRET (HS256), SIGNOFF_JWT_PUBLIC_KEY (RS256 PEM file) or
-    SIGNOFF_JWT_JWKS (JWKS file).
+    http: streamable HTTP at /mcp; every request needs a bearer JWT (claims sub, tenant, roles,
+    scope) verified with SIGNOFF_JWT_SECRET (HS256), SIGNOFF_JWT_PUBLIC_KEY (RS256 PEM file) or
+    SIGNOFF_JWT_JWKS (JWKS file). Agents' tokens carry scope signoff:propose, approvers'
+    signoff:approve (SIGNOFF_SCOPE_PROPOSE, SIGNOFF_SCOPE_APPROVE); the resource metadata names
+    SIGNOFF_AUTHORIZATION_SERVER (default: SIGNOFF_JWT_ISSUER).
     """
     if transport is Transport.STDIO:
         caller = _caller_or_exit(principal, tenant, roles)
@@ -134,13 +138,20 @@ def serve(
                 "AUTH_NOT_CONFIGURED",
             )
         url = public_url or f"http://{_url_host(host)}:{port}"
-        servers = [config.issuer] if config.issuer else []
-        auth = BearerAuth(JwtVerifier(config), url, servers)
+        try:
+            auth = BearerAuth(
+                JwtVerifier(config),
+                url,
+                authorization_servers(os.environ, config.issuer),
+                Scopes.from_env(os.environ),
+            )
+        except ValueError as exc:
+            misconfigured(str(exc))
     try:
         web = WebConfig.from_env(
             os.environ, public_url=public_url or f"http://{_url_host(host)}:{port}"
         )
-    except WebConfigError as exc:
+    except (WebConfigError, ScopeConfigError) as exc:
         misconfigured(str(exc))
     options = HttpOptions(allowed_hosts=tuple(allowed_host or ()))
     serve_application(

@@ -98,6 +98,7 @@ class Code(StrEnum):
     ACTION_INTERRUPTED = "ACTION_INTERRUPTED"
     ACTION_RESULT_NOT_TERMINAL = "ACTION_RESULT_NOT_TERMINAL"
     UNAUTHENTICATED = "UNAUTHENTICATED"
+    INSUFFICIENT_SCOPE = "INSUFFICIENT_SCOPE"
 
 
 CODE_DESCRIPTIONS: dict[Code, str] = {
@@ -136,4 +137,5 @@ CODE_DESCRIPTIONS: dict[Code, str] = {
     Code.ACTION_INTERRUPTED: "signoff stopped mid-action; the side effect may or may not have happened.",
     Code.ACTION_RESULT_NOT_TERMINAL: "A completion must carry a final result (SUCCEEDED or FAILED).",
     Code.UNAUTHENTICATED: "No valid credentials.",
+    Code.INSUFFICIENT_SCOPE: "A valid token of the wrong kind for this surface (403; names the scope).",
 }

@@ -204,8 +204,13 @@ def issue_token(
     audience: str | None = None,
     issuer: str | None = None,
     now: float | None = None,
+    scopes: Sequence[str] = (),
 ) -> str:
-    """An HS256 token for demos and tests (production tokens come from your identity provider)."""
+    """An HS256 token for demos and tests (production tokens come from your identity provider).
+
+    ``scopes`` become the space-separated OAuth ``scope`` claim: an agent's token carries the
+    propose scope, an approver's the approve scope (``signoff.surfaces.scopes``).
+    """
     issued = int(now if now is not None else time.time())
     claims: dict[str, Any] = {
         "sub": subject,
@@ -214,6 +219,8 @@ def issue_token(
         "iat": issued,
         "exp": issued + ttl_seconds,
     }
+    if scopes:
+        claims["scope"] = " ".join(scopes)
     if audience is not None:
         claims["aud"] = audience
     if issuer is not None:

@@ -1,7 +1,8 @@
 """Streamable HTTP at ``/mcp`` as a Starlette app that other surfaces add their routes to.
 
-``/mcp`` answers only requests with a valid bearer JWT (401 with RFC 9728 protected-resource
-metadata otherwise), or — for tests and the conformance suite on loopback only — acts as one
+``/mcp`` answers only requests with a valid bearer JWT whose scope holds the propose scope (401
+with RFC 9728 protected-resource metadata without one, 403 ``insufficient_scope`` naming the scope
+for a token of the wrong kind), or — for tests and the conformance suite on loopback only — acts as one
 fixed, explicitly configured identity. Host and Origin headers are checked against an allow-list
 (DNS-rebinding protection). Everything else on the app (the approvals inbox, its JSON API,
 callbacks) is mounted by those surfaces through ``routes``/``middleware``/``lifespan``.
@@ -10,28 +11,30 @@ callbacks) is mounted by those surfaces through ``routes``/``middleware``/``life
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import AsyncIterator, Callable, Sequence
+import json
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from mcp.server.auth.handlers.metadata import ProtectedResourceMetadataHandler
-from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend
 from mcp.server.auth.provider import TokenVerifier
 from mcp.server.auth.routes import build_resource_metadata_url, cors_middleware
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp.shared.auth import ProtectedResourceMetadata
 from pydantic import AnyHttpUrl
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from signoff.core.runtime import Runtime
 from signoff.surfaces.mcp.identity import Caller, bearer_identity, fixed_identity
 from signoff.surfaces.mcp.server import SignoffMCP
+from signoff.surfaces.scopes import ScopeRefusal, Scopes
 
 MCP_PATH = "/mcp"
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
@@ -43,13 +46,14 @@ class BearerAuth:
     """Verify a bearer token on every ``/mcp`` request.
 
     ``public_url`` is where clients reach this server (``http://127.0.0.1:8000``); the resource
-    metadata names ``public_url + /mcp`` and ``authorization_servers`` (defaults to the token
-    issuer when configured, else ``public_url``).
+    metadata names ``public_url + /mcp``, the configured ``authorization_servers`` (where clients
+    get tokens: your identity provider, never signoff itself) and ``scopes_supported``.
     """
 
     verifier: TokenVerifier
     public_url: str
     authorization_servers: Sequence[str] = ()
+    scopes: Scopes = field(default_factory=Scopes)
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,19 @@ class HttpOptions:
     middleware: Sequence[Middleware] = ()
     lifespan: Callable[[Starlette], AbstractAsyncContextManager[None]] | None = None
     debug: bool = False
+
+
+def authorization_servers(env: Mapping[str, str], issuer: str | None) -> list[str]:
+    """``SIGNOFF_AUTHORIZATION_SERVER`` (comma separated URLs), else the token issuer, else none.
+
+    Raises ``ValueError`` for a value that is not an http(s) URL.
+    """
+    text = env.get("SIGNOFF_AUTHORIZATION_SERVER") or issuer or ""
+    servers = [item.strip() for item in text.split(",") if item.strip()]
+    for server in servers:
+        if urlsplit(server).scheme not in ("http", "https") or not urlsplit(server).netloc:
+            raise ValueError(f"SIGNOFF_AUTHORIZATION_SERVER: not an http(s) URL: {server!r}")
+    return servers
 
 
 def is_loopback(host: str) -> bool:
@@ -112,7 +129,7 @@ def build_http_app(
         resource = AnyHttpUrl(auth.public_url.rstrip("/") + MCP_PATH)
         metadata_url = build_resource_metadata_url(resource)
         endpoint = AuthenticationMiddleware(
-            RequireAuthMiddleware(endpoint, [], metadata_url),
+            RequireAgentScope(endpoint, auth.scopes, str(metadata_url)),
             backend=BearerAuthBackend(auth.verifier),
         )
         routes.extend(_metadata_routes(auth, resource))
@@ -144,17 +161,83 @@ def signoff_mcp(app: Starlette) -> SignoffMCP:
     return surface
 
 
-def _metadata_routes(auth: BearerAuth, resource: AnyHttpUrl) -> list[BaseRoute]:
-    servers = list(auth.authorization_servers) or [auth.public_url.rstrip("/")]
-    metadata = ProtectedResourceMetadata.model_validate(
+class RequireAgentScope:
+    """``/mcp`` admits a verified token whose scope holds the propose scope.
+
+    No valid token: 401 ``invalid_token``. A valid token without the propose scope (an approver's,
+    or one minted for something else): 403 ``insufficient_scope`` naming the scope (RFC 6750).
+    Both carry ``resource_metadata`` so a client can discover where to get the right token.
+    """
+
+    def __init__(self, app: ASGIApp, scopes: Scopes, resource_metadata: str) -> None:
+        self.app = app
+        self.scopes = scopes
+        self.resource_metadata = resource_metadata
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        user = scope.get("user")
+        if not isinstance(user, AuthenticatedUser):
+            header = (
+                'Bearer error="invalid_token", error_description="Authentication required", '
+                f'resource_metadata="{self.resource_metadata}"'
+            )
+            body = {"error": "invalid_token", "error_description": "Authentication required"}
+            await _send_json(send, 401, body, header)
+            return
+        refusal = self.scopes.agent_refusal(user.scopes)
+        if refusal is not None:
+            await _send_json(
+                send, 403, _refusal_body(refusal), refusal.challenge(self.resource_metadata)
+            )
+            return
+        await self.app(scope, receive, send)
+
+
+def _refusal_body(refusal: ScopeRefusal) -> dict[str, str]:
+    return {
+        "error": "insufficient_scope",
+        "error_description": refusal.description,
+        "scope": refusal.scope,
+    }
+
+
+async def _send_json(send: Send, status: int, body: dict[str, str], challenge: str) -> None:
+    payload = json.dumps(body).encode()
+    await send(
         {
-            "resource": str(resource),
-            "authorization_servers": servers,
-            "resource_name": "signoff",
-            "bearer_methods_supported": ["header"],
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(payload)).encode()),
+                (b"www-authenticate", challenge.encode()),
+            ],
         }
     )
-    handler = cors_middleware(ProtectedResourceMetadataHandler(metadata).handle, ["GET", "OPTIONS"])
+    await send({"type": "http.response.body", "body": payload})
+
+
+def protected_resource_metadata(auth: BearerAuth, resource: AnyHttpUrl) -> dict[str, object]:
+    """RFC 9728 metadata. ``authorization_servers`` only when configured: signoff issues no
+    tokens, so naming itself would send clients to a 404."""
+    document: dict[str, object] = {
+        "resource": str(resource),
+        "resource_name": "signoff",
+        "bearer_methods_supported": ["header"],
+        "scopes_supported": auth.scopes.supported,
+    }
+    if auth.authorization_servers:
+        document["authorization_servers"] = [str(AnyHttpUrl(u)) for u in auth.authorization_servers]
+    return document
+
+
+def _metadata_routes(auth: BearerAuth, resource: AnyHttpUrl) -> list[BaseRoute]:
+    document = protected_resource_metadata(auth, resource)
+
+    async def metadata(_request: Request) -> Response:
+        return JSONResponse(document, headers={"Cache-Control": "public, max-age=3600"})
+
+    handler = cors_middleware(metadata, ["GET", "OPTIONS"])
     # RFC 9728 puts the document under the resource path; the bare path serves hosts that
     # look there first.
     return [

@@ -2,7 +2,9 @@
 
 ``GET /api/approvals`` · ``GET /api/runs/{id}`` · ``POST /api/runs/{id}/approve`` ·
 ``POST /api/runs/{id}/reject`` (body ``{"reason": "..."}``, optional). Every decision goes through
-``Runtime.decide``; a run of another tenant answers exactly like one that does not exist.
+``Runtime.decide``; a run of another tenant answers exactly like one that does not exist. Every
+route needs an approver's token (approve scope, no propose scope): 401 without a valid token, 403
+``INSUFFICIENT_SCOPE`` for an agent's.
 """
 
 from __future__ import annotations
@@ -17,10 +19,12 @@ from signoff.core.codes import Code
 from signoff.core.identity import Channel
 from signoff.core.run import ApprovalVote
 from signoff.core.runtime import Runtime
+from signoff.surfaces.scopes import ScopeRefusal
 from signoff.surfaces.web.auth import Authenticator, Verified
 from signoff.surfaces.web.http import (
     BodyTooLarge,
     answer,
+    insufficient_scope,
     not_found,
     read_body,
     too_large,
@@ -53,8 +57,8 @@ class ApprovalsApi:
 
     async def list_pending(self, request: Request) -> Response:
         verified = await self.auth.from_request(request)
-        if verified is None:
-            return unauthenticated()
+        if not isinstance(verified, Verified):
+            return _refused(verified)
         try:
             limit = min(max(int(request.query_params.get("limit", "100")), 1), MAX_LIST)
         except ValueError:
@@ -68,8 +72,8 @@ class ApprovalsApi:
 
     async def show(self, request: Request) -> Response:
         verified = await self.auth.from_request(request)
-        if verified is None:
-            return unauthenticated()
+        if not isinstance(verified, Verified):
+            return _refused(verified)
         caller = verified.caller
         run = await self.runtime.get_run(request.path_params["run_id"], caller.tenant_id)
         if run is None:
@@ -86,8 +90,8 @@ class ApprovalsApi:
 
     async def _decide(self, request: Request, vote: ApprovalVote) -> Response:
         verified = await self.auth.from_request(request)
-        if verified is None:
-            return unauthenticated()
+        if not isinstance(verified, Verified):
+            return _refused(verified)
         try:
             raw = await read_body(request)
         except BodyTooLarge:
@@ -119,6 +123,10 @@ class ApprovalsApi:
         message = describe(result.code) or (result.outcome.message if result.outcome else "")
         status = 200 if result.accepted else None
         return answer(result.code, message, status, accepted=result.accepted, outcome=outcome)
+
+
+def _refused(refusal: ScopeRefusal | None) -> Response:
+    return unauthenticated() if refusal is None else insufficient_scope(refusal)
 
 
 def _first_error(exc: ValidationError) -> str:

@@ -1,7 +1,8 @@
 """Approvers' identity from a bearer token, verified by the same verifier ``/mcp`` uses.
 
 The token's claims name the principal (``sub``), its roles and its tenant; nothing in a request
-body or form ever does.
+body or form ever does. The token must be an approver's credential: its scope holds the approve
+scope and not the propose scope (``signoff.surfaces.scopes``), so an agent's token never decides.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from mcp.server.auth.provider import TokenVerifier
 from starlette.requests import Request
 
 from signoff.surfaces.mcp.identity import Caller, IdentityError, caller_from_claims
+from signoff.surfaces.scopes import ScopeRefusal, Scopes
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,11 +26,13 @@ class Verified:
 
 
 class Authenticator:
-    def __init__(self, verifier: TokenVerifier) -> None:
+    def __init__(self, verifier: TokenVerifier, scopes: Scopes | None = None) -> None:
         self.verifier = verifier
+        self.scopes = scopes or Scopes()
 
-    async def verify(self, token: str) -> Verified | None:
-        """The caller a token names, or ``None`` for anything not valid."""
+    async def verify(self, token: str) -> Verified | ScopeRefusal | None:
+        """The approver a token names; a ``ScopeRefusal`` for a valid token of the wrong kind;
+        ``None`` for anything not valid."""
         token = token.strip()
         if not token:
             return None
@@ -39,10 +43,13 @@ class Authenticator:
             caller = caller_from_claims(access.claims or {})
         except IdentityError:
             return None
+        refusal = self.scopes.approver_refusal(access.scopes)
+        if refusal is not None:
+            return refusal
         client = access.client_id if access.client_id != caller.principal.id else None
         return Verified(caller, access.expires_at, client)
 
-    async def from_request(self, request: Request) -> Verified | None:
+    async def from_request(self, request: Request) -> Verified | ScopeRefusal | None:
         """``Authorization: Bearer <token>`` only; cookies never authenticate the JSON API."""
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer":

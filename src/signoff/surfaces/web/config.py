@@ -11,6 +11,7 @@ Environment (``WebConfig.from_env``)::
     SIGNOFF_WEBHOOK_ROUTES    per-action webhook URLs: ``invoice.cancel=https://a,other=https://b``.
     SIGNOFF_WEBHOOK_SECRET    HMAC secret of notification bodies (required with a webhook URL).
     SIGNOFF_SECURE_COOKIES    ``1``: mark cookies Secure even on plain HTTP (behind a TLS proxy).
+    SIGNOFF_SCOPE_PROPOSE / SIGNOFF_SCOPE_APPROVE   scope names (``signoff.surfaces.scopes``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
+
+from signoff.surfaces.scopes import Scopes
 
 MIN_SECRET_BYTES = 32
 DEFAULT_SESSION_TTL = timedelta(hours=8)
@@ -64,6 +67,7 @@ class WebConfig:
     secure_cookies: bool = False
     callback_secret: str | None = field(default=None, repr=False)
     webhook: WebhookConfig | None = None
+    scopes: Scopes = field(default_factory=Scopes)
 
     def __post_init__(self) -> None:
         _check_secret(self.session_secret, "SIGNOFF_SESSION_SECRET")
@@ -86,6 +90,7 @@ class WebConfig:
             callback_secret=env.get("SIGNOFF_CALLBACK_SECRET") or None,
             webhook=webhook,
             secure_cookies=env.get("SIGNOFF_SECURE_COOKIES", "") in ("1", "true", "yes"),
+            scopes=Scopes.from_env(env),
         )
 
 

@@ -8,6 +8,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from signoff.core.codes import Code
+from signoff.surfaces.scopes import ScopeRefusal
 
 MAX_BODY_BYTES = 64 * 1024
 
@@ -15,6 +16,7 @@ MAX_BODY_BYTES = 64 * 1024
 # happened, or the stored result is returned).
 STATUS_OF: dict[str, int] = {
     Code.UNAUTHENTICATED: 401,
+    Code.INSUFFICIENT_SCOPE: 403,
     Code.APPROVER_NOT_ELIGIBLE: 403,
     Code.ACTION_RUN_NOT_FOUND: 404,
     Code.APPROVAL_ALREADY_DECIDED: 409,
@@ -69,3 +71,15 @@ def unauthenticated() -> JSONResponse:
 
 def too_large() -> JSONResponse:
     return answer(Code.INPUT_VALIDATION_FAILED, "The request body is too large.", status=413)
+
+
+def insufficient_scope(refusal: ScopeRefusal) -> JSONResponse:
+    """403 for a valid token of the wrong kind, naming the scope needed (RFC 6750 §3.1)."""
+    response = answer(
+        Code.INSUFFICIENT_SCOPE,
+        refusal.description,
+        error="insufficient_scope",
+        scope=refusal.scope,
+    )
+    response.headers["WWW-Authenticate"] = refusal.challenge()
+    return response

@@ -21,6 +21,7 @@ from signoff.core.codes import Code
 from signoff.core.identity import Channel
 from signoff.core.run import ActionRun, ApprovalVote, RunStatus
 from signoff.core.runtime import Runtime
+from signoff.surfaces.scopes import ScopeRefusal
 from signoff.surfaces.web.auth import Authenticator
 from signoff.surfaces.web.http import BodyTooLarge, read_body
 from signoff.surfaces.web.session import Session, Sessions, csrf_matches
@@ -95,6 +96,15 @@ class Inbox:
         assert session is not None
         next_url = _safe_next(form.get("next"))
         verified = await self.auth.verify(form.get("token", ""))
+        if isinstance(verified, ScopeRefusal):
+            return self.render(
+                request,
+                "sign_in.html",
+                session,
+                status=403,
+                next=next_url,
+                error=f"{verified.description} [{Code.INSUFFICIENT_SCOPE}]",
+            )
         if verified is None:
             return self.render(
                 request,

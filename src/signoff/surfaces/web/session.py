@@ -57,7 +57,8 @@ class Sessions:
         secure: bool = False,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._key = hashlib.sha256(b"signoff-session-v1\x00" + secret.encode()).digest()
+        # v2: cookies from before approver scopes were enforced (signed in with any token) are void.
+        self._key = hashlib.sha256(b"signoff-session-v2\x00" + secret.encode()).digest()
         self.ttl_seconds = ttl_seconds
         self.secure = secure
         self.clock = clock

@@ -37,7 +37,7 @@ def build_routes(
     server with a fixed test identity has no approvers)."""
     routes: list[BaseRoute] = Callbacks(runtime, config.callback_secret).routes()
     if verifier is not None:
-        auth = Authenticator(verifier)
+        auth = Authenticator(verifier, config.scopes)
         sessions = Sessions(
             config.session_secret,
             int(config.session_ttl.total_seconds()),

@@ -36,8 +36,8 @@ HTTP_EXECUTOR = """\
       headers:
         Authorization: "Bearer ${ERP_TOKEN}"
         X-Plain: "no variables, $$ literal"
-      idempotent: true
       status_codes: {404: INVOICE_NOT_FOUND, 503: ERP_DOWN}
+    idempotent: true
 """
 PYTHON_EXECUTOR = """\
   executor:
@@ -126,8 +126,7 @@ def test_http_executor_settings_and_environment_variables_are_applied(tmp_path: 
         "Authorization": "Bearer s3cret",
         "X-Plain": "no variables, $ literal",
     }
-    assert executor.idempotent is True
-    assert executor.status_codes == {404: "INVOICE_NOT_FOUND", 503: "ERP_DOWN"}
+    assert executor.response.status_codes == {404: "INVOICE_NOT_FOUND", 503: "ERP_DOWN"}
     assert action.definition.executor_idempotent is True
     assert "s3cret" not in repr(executor)
 
@@ -214,7 +213,14 @@ def test_headers_signoff_sets_itself_cannot_be_overridden(tmp_path: Path) -> Non
     [
         ("${A}/${B:-b}", "a/b", (), False),
         ("${MISSING}", "", ("MISSING",), False),
-        ("${EMPTY:-fallback}", "", (), False),
+        ("${EMPTY:-fallback}", "fallback", (), False),
+        ("${MISSING:-fallback}", "fallback", (), False),
+        ("${A:-fallback}", "a", (), False),
+        ("${EMPTY-fallback}", "", (), False),
+        ("${MISSING-fallback}", "fallback", (), False),
+        ("${A-fallback}", "a", (), False),
+        ("${EMPTY:-}", "", (), False),
+        ("${EMPTY}", "", (), False),
         ("$${A} and $$", "${A} and $", (), False),
         ("${not closed", "${not closed", (), True),
     ],

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from signoff.core.codes import Code, ExecutionStatus, RetryDisposition, default_retry
 from signoff.core.identity import Principal
@@ -26,6 +26,7 @@ class ExecutionResult(BaseModel):
     retry: RetryDisposition
     message: str = ""
     output: JsonObject | None = None
+    _possibly_applied: bool = PrivateAttr(default=False)
 
     @model_validator(mode="before")
     @classmethod
@@ -76,6 +77,22 @@ class ExecutionResult(BaseModel):
     def manual_review_failure(cls, code: str, message: str = "") -> ExecutionResult:
         """The side effect may have happened; a person must look before anything is retried."""
         return cls.failure(code, message, RetryDisposition.MANUAL_REVIEW)
+
+    @classmethod
+    def possibly_applied_failure(
+        cls, code: str, message: str = "", output: JsonObject | None = None
+    ) -> ExecutionResult:
+        """Transient, but the side effect may have happened (a timeout or a dropped connection
+        after sending, a 5xx). ``MANUAL_REVIEW``; an idempotent executor with ``executor.retry``
+        is called again inside the same run with the same operation id."""
+        result = cls.failure(code, message, RetryDisposition.MANUAL_REVIEW, output)
+        result._possibly_applied = True
+        return result
+
+    @property
+    def possibly_applied(self) -> bool:
+        """Built by ``possibly_applied_failure`` (never stored: a recorded result is final)."""
+        return self._possibly_applied
 
     @classmethod
     def denied(

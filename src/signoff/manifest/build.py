@@ -24,6 +24,8 @@ from signoff.core.definition import (
 )
 from signoff.manifest.errors import ManifestProblem, ProblemCode
 from signoff.manifest.http_executor import HttpExecutor
+from signoff.manifest.http_response import PASS_THROUGH, CodeRule, ResponseSpec
+from signoff.manifest.http_template import parse_reference
 from signoff.manifest.meaning import DocumentCheck
 from signoff.manifest.model import Manifest, ResultSpec
 from signoff.manifest.shape import document_path
@@ -66,19 +68,8 @@ def definition_of(check: DocumentCheck, manifest: Manifest) -> ActionDefinition:
     """The definition of a clean document (shape and meaning both checked)."""
     spec, metadata = manifest.spec, manifest.metadata
     executor: Callable[..., Any] | None = check.executor
-    idempotent = spec.executor.idempotent
     if spec.executor.http is not None:
-        http = spec.executor.http
-        idempotent = idempotent or http.idempotent
-        executor = HttpExecutor(
-            deferred=spec.executor.mode == "deferred",
-            url=check.url,
-            method=http.method,
-            timeout=parse_duration(http.timeout).total_seconds(),
-            headers=check.headers,
-            idempotent=idempotent,
-            status_codes=dict(http.status_codes),
-        )
+        executor = http_executor(check, manifest)
     assert executor is not None
     approval = ApprovalSpec()
     if spec.approval is not None:
@@ -111,10 +102,47 @@ def definition_of(check: DocumentCheck, manifest: Manifest) -> ActionDefinition:
         orphan=OrphanPolicy(spec.executor.orphan),
         callback_secret=check.callback_secret,
         timeout=parse_duration(spec.executor.timeout) if spec.executor.timeout else None,
-        executor_idempotent=idempotent,
+        executor_idempotent=spec.executor.idempotent,
         results={code: _result(result) for code, result in spec.results.items()},
         sensitive_fields=tuple(spec.sensitive),
         source=f"{check.document.file}:{check.document.position(())[0]}",
+    )
+
+
+def http_executor(check: DocumentCheck, manifest: Manifest) -> HttpExecutor:
+    """The HTTP executor of a clean document (its URL and headers expanded by ``check``)."""
+    executor = manifest.spec.executor
+    http = executor.http
+    assert http is not None
+    response = http.response
+    body_kind, body = "input", None
+    if http.body is not None and http.body.form is not None:
+        body_kind, body = "form", dict(http.body.form)
+    elif http.body is not None:
+        body_kind, body = "json", http.body.json_
+    return HttpExecutor(
+        deferred=executor.mode == "deferred",
+        url=check.url,
+        method=http.method,
+        timeout=parse_duration(http.timeout).total_seconds(),
+        headers=check.headers,
+        query=dict(http.query),
+        body_kind=body_kind,
+        body=body,
+        response=ResponseSpec(
+            output=response.output if response.output is not None else PASS_THROUGH,
+            codes=tuple(
+                CodeRule(
+                    code=rule.code,
+                    status=rule.status,
+                    field=parse_reference(rule.field) if rule.field else None,
+                    equals=rule.equals,
+                )
+                for rule in response.codes
+            ),
+            status_codes=dict(http.status_codes),
+            max_bytes=response.max_bytes,
+        ),
     )
 
 

@@ -1,51 +1,88 @@
-"""The HTTP executor: one JSON request per dispatch, every outcome classified explicitly.
+"""The HTTP executor: one request per dispatch, built from the input, every outcome classified.
 
 =====================================================  ==========  ==========================
-what happened                                          status      retry
+what happened                                          status      code / retry
 =====================================================  ==========  ==========================
-2xx                                                    SUCCEEDED   NEVER (JSON object = output;
-                                                                   deferred work: the receipt)
-4xx                                                    FAILED      AFTER_CORRECTION
-5xx, timeout or dropped connection after sending       FAILED      MANUAL_REVIEW, or
-                                                                   AFTER_BACKOFF if idempotent
-connection refused / connect timeout (nothing sent)    FAILED      AFTER_BACKOFF
-3xx and other statuses                                 FAILED      MANUAL_REVIEW
+the request cannot be built from this input            FAILED      HTTP_REQUEST_INVALID /
+(a path parameter missing, a value of the wrong kind)              AFTER_CORRECTION
+connection refused / connect timeout (nothing sent)    FAILED      HTTP_UNREACHABLE /
+                                                                   AFTER_BACKOFF
+timeout or dropped connection after sending            FAILED      HTTP_TIMEOUT /
+                                                                   HTTP_CONNECTION_LOST,
+                                                                   possibly applied
+a response                                             see ``signoff.manifest.http_response``
 =====================================================  ==========  ==========================
 
-The endpoint receives ``Idempotency-Key: <operation_id>``, so an idempotent endpoint recognises a
-re-dispatch of the same attempt. Codes per HTTP status come from the manifest (``status_codes``);
-the manifest's ``results:`` mapping can then change a code's status or retry disposition.
+"Possibly applied" is ``MANUAL_REVIEW``; an idempotent executor with ``executor.retry`` is called
+again inside the run with the same operation id, which the endpoint receives as ``Idempotency-Key``.
+No message carries the URL (it may hold credentials), header values or the upstream body.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
+from urllib.parse import quote
 
 import httpx
 
-from signoff.core.codes import ExecutionStatus, RetryDisposition
+from signoff.core.codes import ExecutionStatus
 from signoff.core.results import ExecutionContext, ExecutionResult
+from signoff.manifest.http_response import ResponseSpec
+from signoff.manifest.http_template import (
+    ABSENT,
+    REFERENCE,
+    TemplateError,
+    as_text,
+    render,
+    render_text,
+)
 
 RESERVED_HEADERS = frozenset({"idempotency-key", "x-signoff-run-id", "x-signoff-tenant"})
 RESERVED_PREFIX = "x-signoff-"
 USER_AGENT = "signoff-http-executor/1"
+BODYLESS_METHODS = frozenset({"GET", "DELETE"})
+INPUT_BODY: Final = "input"
+"""``body_kind`` default for POST/PUT/PATCH: the whole input as a JSON object."""
+
+
+Pair = tuple[str, str | int | float | bool | None]
+"""A query parameter or form field (always a string here; the wider type is httpx's)."""
+
+
+@dataclass(frozen=True, slots=True)
+class HttpRequest:
+    url: str
+    params: list[Pair]
+    json: Any = None
+    form: list[Pair] | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class HttpExecutor:
-    """An async executor calling ``url``; headers may hold secrets, so ``repr`` hides their values."""
+    """An async executor calling ``url``; headers may hold secrets, so ``repr`` hides them.
 
-    url: str
+    ``url`` may carry ``{{ input.x }}`` in its path (each value percent-encoded as one segment),
+    ``query`` maps parameter names to templates, ``body_kind`` is ``input`` (the whole input as
+    JSON), ``json`` (``body`` is a JSON template), ``form`` (``body`` maps form fields to
+    templates) or ``none``.
+    """
+
+    url: str = field(repr=False)
     method: str = "POST"
     timeout: float = 10.0
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
-    idempotent: bool = False
-    status_codes: Mapping[int, str] = field(default_factory=dict)
+    query: Mapping[str, Any] = field(default_factory=dict)
+    body_kind: str = INPUT_BODY
+    body: Any = None
+    response: ResponseSpec = field(default_factory=ResponseSpec)
     deferred: bool = False
-    """2xx means "accepted": the JSON body is the receipt and completion is reported later."""
+    """2xx means "accepted": the output is the receipt and completion is reported later."""
+
+    def __post_init__(self) -> None:
+        if self.method in BODYLESS_METHODS and self.body_kind == INPUT_BODY:
+            object.__setattr__(self, "body_kind", "none")
 
     async def __call__(self, context: ExecutionContext) -> ExecutionResult | dict[str, Any]:
         """Dispatch: the classified result, or for accepted deferred work its receipt."""
@@ -54,8 +91,29 @@ class HttpExecutor:
             return result.output or {}
         return result
 
+    def build(self, data: Mapping[str, Any]) -> HttpRequest:
+        """The request for this input (``TemplateError`` when the input cannot fill it)."""
+        scope = {"input": data}
+        url = REFERENCE.sub(
+            lambda m: _segment(render_text(m.group(0), scope), m.group(0)), self.url
+        )
+        params = _pairs(self.query, scope, "query")
+        if self.body_kind == "json":
+            return HttpRequest(url, params, json=render(self.body, scope))
+        if self.body_kind == "form":
+            return HttpRequest(url, params, form=_pairs(self.body, scope, "form"))
+        if self.body_kind == INPUT_BODY:
+            return HttpRequest(url, params, json=dict(data))
+        return HttpRequest(url, params)
+
     async def send(self, context: ExecutionContext) -> ExecutionResult:
         """Send one request and classify what happened."""
+        try:
+            built = self.build(context.input)
+        except TemplateError as exc:
+            return ExecutionResult.correctable_failure(
+                "HTTP_REQUEST_INVALID", f"the request cannot be built from this input: {exc}"
+            )
         headers = {
             "User-Agent": USER_AGENT,
             **self.headers,
@@ -69,62 +127,89 @@ class HttpExecutor:
         ) as client:
             try:
                 request = client.build_request(
-                    self.method, self.url, json=context.input, headers=headers
+                    self.method,
+                    built.url,
+                    params=httpx.QueryParams(built.params),
+                    json=built.json if self.body_kind in ("json", INPUT_BODY) else None,
+                    data=_form(built.form),
+                    headers=headers,
                 )
-            except Exception as exc:  # e.g. a header value that is not ASCII: nothing was sent
+            except Exception:  # e.g. a header value that is not ASCII: nothing was sent
                 return ExecutionResult.permanent_failure(
-                    "HTTP_REQUEST_INVALID", f"the request could not be built: {exc}"
+                    "HTTP_REQUEST_INVALID", "the request could not be built (URL or headers)"
                 )
-            try:
-                response = await client.send(request)
-            except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
-                return ExecutionResult.retryable_failure(
-                    "HTTP_UNREACHABLE", f"{self.url} could not be reached; nothing was sent ({exc})"
-                )
-            except httpx.TimeoutException:
-                return self._after_sending("HTTP_TIMEOUT", f"no response within {self.timeout}s")
-            except httpx.TransportError as exc:
-                return self._after_sending(
-                    "HTTP_CONNECTION_LOST",
-                    f"the connection failed after the request was sent: {type(exc).__name__}",
-                )
-        return self.classify(response)
+            return await self._exchange(client, request)
 
-    def _after_sending(self, code: str, message: str, output: Any = None) -> ExecutionResult:
-        """The request may have arrived: only an idempotent endpoint may simply be called again."""
-        retry = (
-            RetryDisposition.AFTER_BACKOFF if self.idempotent else RetryDisposition.MANUAL_REVIEW
-        )
-        return ExecutionResult.failure(code, message, retry, output=output)
-
-    def classify(self, response: httpx.Response) -> ExecutionResult:
-        """Turn a response into a result (see the table in the module docstring)."""
-        status = response.status_code
-        body = _json_object(response)
-        if 200 <= status < 300:
-            if body is None:
-                return ExecutionResult.succeeded({}, message=f"HTTP {status}")
-            return ExecutionResult.succeeded(body)
-        detail: dict[str, Any] = {"http_status": status}
-        if body is not None:
-            detail["body"] = body
-        message = f"HTTP {status} {response.reason_phrase}".strip()
-        if 400 <= status < 500:
-            code = self.status_codes.get(status, "HTTP_CLIENT_ERROR")
-            return ExecutionResult.failure(
-                code, message, RetryDisposition.AFTER_CORRECTION, output=detail
+    async def _exchange(self, client: httpx.AsyncClient, request: httpx.Request) -> ExecutionResult:
+        try:
+            response = await client.send(request, stream=True)
+        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout):
+            return ExecutionResult.retryable_failure(
+                "HTTP_UNREACHABLE", "the endpoint could not be reached; nothing was sent"
             )
-        if 500 <= status < 600:
-            code = self.status_codes.get(status, "HTTP_SERVER_ERROR")
-            return self._after_sending(code, message, output=detail)
-        return ExecutionResult.failure(
-            "HTTP_UNEXPECTED_STATUS", message, RetryDisposition.MANUAL_REVIEW, output=detail
-        )
+        except httpx.TimeoutException:
+            return self._lost("HTTP_TIMEOUT", f"no response within {self.timeout}s")
+        except httpx.TransportError as exc:
+            return self._lost("HTTP_CONNECTION_LOST", _lost_message(exc))
+        try:
+            content = await _read_limited(response, self.response.max_bytes)
+        except httpx.TimeoutException:
+            return self._lost("HTTP_TIMEOUT", f"the response did not finish within {self.timeout}s")
+        except httpx.TransportError as exc:
+            return self._lost("HTTP_CONNECTION_LOST", _lost_message(exc))
+        finally:
+            await response.aclose()
+        return self.response.classify(response, content)
+
+    @staticmethod
+    def _lost(code: str, message: str) -> ExecutionResult:
+        """The request may have arrived and had its effect."""
+        return ExecutionResult.possibly_applied_failure(code, message)
 
 
-def _json_object(response: httpx.Response) -> dict[str, Any] | None:
-    try:
-        value = json.loads(response.content) if response.content else None
-    except ValueError:
+def _lost_message(exc: Exception) -> str:
+    return f"the connection failed after the request was sent ({type(exc).__name__})"
+
+
+async def _read_limited(response: httpx.Response, limit: int) -> bytes | None:
+    """The body, or ``None`` as soon as it is known to be over ``limit`` bytes."""
+    declared = response.headers.get("Content-Length", "")
+    if declared.isdigit() and int(declared) > limit:
         return None
-    return value if isinstance(value, dict) else None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _segment(value: Any, where: str) -> str:
+    """One path segment: percent-encoded (``/`` too), never ``.`` or ``..``."""
+    text = as_text(value, where)
+    if text in ("", ".", ".."):
+        raise TemplateError(f"{where} cannot be the path segment {text!r}")
+    return quote(text, safe="")
+
+
+def _pairs(template: Any, scope: Mapping[str, Any], kind: str) -> list[Pair]:
+    """Query parameters or form fields: an absent or null value is left out, a list repeats."""
+    pairs: list[Pair] = []
+    for name, value in (template or {}).items():
+        rendered = render_text(value, scope) if isinstance(value, str) else value
+        if rendered is ABSENT or rendered is None:
+            continue
+        for item in rendered if isinstance(rendered, list) else [rendered]:
+            pairs.append((str(name), as_text(item, f"{kind} {name}")))
+    return pairs
+
+
+def _form(pairs: list[Pair] | None) -> dict[str, list[str]] | None:
+    if pairs is None:
+        return None
+    grouped: dict[str, list[str]] = {}
+    for name, value in pairs:
+        grouped.setdefault(name, []).append(str(value))
+    return grouped

@@ -11,14 +11,12 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import httpx
-
 from signoff.core.codes import Code
 from signoff.manifest.checks import check_cel, check_input_schema
 from signoff.manifest.env import substitute
 from signoff.manifest.errors import ManifestProblem, ProblemCode
 from signoff.manifest.hooks import HookImportError, import_hook
-from signoff.manifest.http_executor import RESERVED_HEADERS, RESERVED_PREFIX
+from signoff.manifest.http_checks import check_http
 from signoff.manifest.model import HOOK_PATTERN
 from signoff.manifest.source import Document, FieldPath
 
@@ -93,43 +91,6 @@ class DocumentCheck:
             )
         return result.value
 
-    def check_http(self) -> None:
-        base: FieldPath = ("spec", "executor", "http")
-        raw_url = self.at(*base, "url")
-        if isinstance(raw_url, str):
-            self.url = self.expand((*base, "url"), raw_url)
-            try:
-                parsed = httpx.URL(self.url)
-                valid = parsed.scheme in ("http", "https") and bool(parsed.host)
-            except httpx.InvalidURL:
-                valid = False
-            if not valid:
-                shown = "once expanded" if "${" in raw_url else repr(self.url)
-                self.report(
-                    (*base, "url"), ProblemCode.INVALID_VALUE, f"not an http(s) URL {shown}"
-                )
-        headers = self.at(*base, "headers")
-        for name, value in headers.items() if isinstance(headers, dict) else ():
-            lowered = str(name).lower()
-            if lowered in RESERVED_HEADERS or lowered.startswith(RESERVED_PREFIX):
-                self.report(
-                    (*base, "headers", name),
-                    ProblemCode.INVALID_VALUE,
-                    f"{name} is set by signoff (the operation id, run and tenant)",
-                    key=True,
-                )
-            if isinstance(value, str):
-                self.headers[str(name)] = self.expand((*base, "headers", name), value)
-        statuses = self.at(*base, "status_codes")
-        for status in statuses if isinstance(statuses, dict) else ():
-            if isinstance(status, int) and not 400 <= status <= 599:
-                self.report(
-                    (*base, "status_codes", status),
-                    ProblemCode.INVALID_VALUE,
-                    f"status_codes maps HTTP error statuses (400-599), not {status}",
-                    key=True,
-                )
-
     def check_executor(self) -> None:
         base: FieldPath = ("spec", "executor")
         executor = self.at(*base)
@@ -150,7 +111,7 @@ class DocumentCheck:
         elif python is not None:
             self.executor = self.hook(*base, "python")
         elif isinstance(http, dict):
-            self.check_http()
+            check_http(self)
         self.check_deferred(executor)
 
     def check_deferred(self, executor: dict[Any, Any]) -> None:

@@ -85,17 +85,51 @@ class Approval(_Strict):
     """A pending approval expires after this long: 90s, 30m, 24h, 7d, 1h30m."""
 
 
+class HttpBody(_Strict):
+    json_: Any = Field(default=None, alias="json")
+    """A JSON template: strings such as ``"{{ input.amount }}"`` take the input's value and type."""
+    form: dict[str, str | int | float | bool] | None = None
+    """Form fields (application/x-www-form-urlencoded), each a template or a literal."""
+
+
+class CodeRule(_Strict):
+    code: ResultCode
+    """The result code when this rule matches (first match wins); ``results:`` may map it."""
+    status: int | Annotated[str, Field(pattern="^[1-5]xx$")] | None = None
+    """An HTTP status (402) or class ("4xx"); omitted: any status."""
+    field: str | None = Field(default=None, pattern=r"^(body|headers)(\.[A-Za-z0-9_-]+)*$")
+    """A response value such as ``body.error.code`` or ``headers.x-error``; needs ``equals``."""
+    equals: str | int | float | bool | None = None
+    """The value ``field`` must have (same JSON type) for the rule to match."""
+
+
+class HttpResponse(_Strict):
+    output: dict[str, Any] | None = None
+    """Which response values become ``output``, e.g. ``{refund_id: "{{ body.id }}"}``. Omitted:
+    a 2xx JSON object as it is."""
+    codes: list[CodeRule] = []
+    """Rules mapping statuses and response fields to result codes, checked in order."""
+    max_bytes: int = Field(default=1024 * 1024, ge=1, le=64 * 1024 * 1024)
+    """The most of the response body read back; a larger body is HTTP_RESPONSE_TOO_LARGE."""
+
+
 class HttpExecutor(_Strict):
     url: str = Field(min_length=1)
-    """The endpoint; ``${VAR}`` and ``${VAR:-default}`` are replaced from the environment."""
+    """The endpoint; ``${VAR}`` and ``${VAR:-default}`` are replaced from the environment at load;
+    ``{{ input.field }}`` in the path is replaced, percent-encoded, at dispatch."""
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
-    """The HTTP method; the input is always sent as a JSON body."""
+    """The HTTP method; GET and DELETE send no body."""
     timeout: Duration = "10s"
     """How long to wait for the response (a duration such as 10s)."""
     headers: dict[str, str] = {}
-    """Extra request headers; values may use ``${VAR}`` for secrets."""
-    idempotent: bool = False
-    """The endpoint deduplicates on the Idempotency-Key header: failures after sending may be retried."""
+    """Extra request headers; values may use ``${VAR}`` for secrets (never input references)."""
+    query: dict[str, str | int | float | bool] = {}
+    """Query parameters, each a template (``"{{ input.limit }}"``) or a literal; an absent value
+    leaves the parameter out, a list repeats it."""
+    body: HttpBody | None = None
+    """``json:`` or ``form:``. Omitted: POST, PUT and PATCH send the whole input as JSON."""
+    response: HttpResponse = HttpResponse()
+    """What of the response becomes ``output``, which responses map to which codes, size limit."""
     status_codes: dict[int, ResultCode] = Field(
         default={}, json_schema_extra={"propertyNames": {"pattern": "^[45][0-9][0-9]$"}}
     )
@@ -114,7 +148,8 @@ class Executor(_Strict):
     """Give up waiting for the executor after this duration (the outcome then needs manual
     review); for deferred work, the deadline for the external completion (required)."""
     idempotent: bool = False
-    """The executor is idempotent by operation id: safe to dispatch again after a crash."""
+    """The executor deduplicates on operation_id (HTTP: the Idempotency-Key header): safe to call
+    again with the same operation id, e.g. after a crash."""
     cancel: HookRef | None = None
     """deferred: asks the external system to stop a run (module:function, idempotent)."""
     orphan: Literal["manual_review", "cancel"] = "manual_review"

@@ -21,6 +21,11 @@ _PATTERN_HINTS = {
     CODE_PATTERN: "expected an UPPER_SNAKE_CASE code (A-Z, 0-9, _)",
     ACTION_ID_PATTERN: "expected a lowercase id: a letter, then up to 63 of a-z 0-9 _ . -",
 }
+_MOVED = {
+    ("spec", "executor", "http", "idempotent"): "http.idempotent was merged into "
+    "spec.executor.idempotent (the executor deduplicates on operation_id; the HTTP executor sends "
+    "it as Idempotency-Key): move the setting there",
+}
 _JSON_TYPES = {
     str: "a string",
     bool: "a boolean",
@@ -63,6 +68,8 @@ def _describe(value: Any) -> str:
 
 def _problem(document: Document, path: FieldPath, error: ErrorDetails) -> ManifestProblem:
     kind = error["type"]
+    if kind == "extra_forbidden" and path in _MOVED:
+        return document.problem(path, ProblemCode.UNKNOWN_FIELD, _MOVED[path], key=True)
     if kind == "extra_forbidden":
         name = str(path[-1]) if path else "?"
         hint = suggest(name, allowed_fields(path[:-1]))

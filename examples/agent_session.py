@@ -5,7 +5,7 @@ Start the demo first (``make demo``), then in another terminal::
     .venv/bin/python examples/agent_session.py
 
 It lists its tools, reads the open invoices, asks to cancel a large one (that needs a billing
-lead's approval), then follows the run with ``signoff.get_run`` until somebody decides — approve
+lead's approval), then follows the run with ``signoff_get_run`` until somebody decides — approve
 it in the approvals inbox (http://127.0.0.1:8000/approvals) with the approver token the demo
 printed, or from the repository root with ``signoff approvals approve RUN_ID --as demo-lead
 --tenant demo --roles billing-lead``.
@@ -75,8 +75,8 @@ async def main() -> None:
             print(f"  - {tool.name:24} {kind:15} {tool.title or ''}")
 
         # 2. A read: governed too (a run, a policy check, an audit entry), but no approval.
-        listed = await call(client, "invoice.list", {"status": "open"})
-        show("invoice.list", listed)
+        listed = await call(client, "invoice_list", {"status": "open"})
+        show("invoice_list", listed)
 
         # 3. A write above 1000 EUR: policy says a billing lead must approve it first.
         key = f"cancel-INV-1002-{date.today().isoformat()}"
@@ -86,16 +86,16 @@ async def main() -> None:
             "reason": "Duplicate of INV-1001.",
             "idempotency_key": key,
         }
-        outcome = await call(client, "invoice.cancel", request)
-        show("invoice.cancel", outcome)
+        outcome = await call(client, "invoice_cancel", request)
+        show("invoice_cancel", outcome)
         if outcome.get("duplicate_of"):
             # This key was used before (an earlier session): follow the original run instead.
-            outcome = await call(client, "signoff.get_run", {"run_id": outcome["duplicate_of"]})
+            outcome = await call(client, "signoff_get_run", {"run_id": outcome["duplicate_of"]})
             show("the original run", outcome)
         run_id = outcome["run_id"]
 
         # Retrying with the same key never cancels twice: it points at the original run.
-        again = await call(client, "invoice.cancel", request)
+        again = await call(client, "invoice_cancel", request)
         print(f"\nSame request again -> {again['code']}, duplicate_of={again.get('duplicate_of')}")
 
         # 4. Follow the run until somebody decides. get_run waits for a change (up to 30 s).
@@ -110,7 +110,7 @@ async def main() -> None:
         deadline = time.monotonic() + float(os.environ.get("SIGNOFF_WAIT", "600"))
         while outcome["status"] not in FINAL and (left := deadline - time.monotonic()) > 0:
             wait = {"run_id": run_id, "wait_seconds": min(30.0, left)}
-            outcome = await call(client, "signoff.get_run", wait)
+            outcome = await call(client, "signoff_get_run", wait)
             print(f"  ... {outcome['status']} / {outcome['code']}")
 
         # 5. The outcome, as the model would read it.

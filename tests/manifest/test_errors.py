@@ -293,6 +293,19 @@ def test_the_same_action_id_in_two_files_is_an_error_at_the_second(manifests: Pa
     assert problem.line == line_of(VALID, "id: demo.act")
 
 
+def test_two_ids_that_map_to_one_tool_name_are_an_error_naming_both_files(
+    manifests: Path,
+) -> None:
+    write(manifests, "a.yaml", VALID)
+    write(manifests, "b.yaml", edited("id: demo.act", "id: demo_act"))
+
+    problem = only_problem(manifests)
+
+    assert problem.code is ProblemCode.TOOL_NAME_COLLISION
+    assert (Path(problem.file).name, problem.path) == ("b.yaml", "metadata.id")
+    assert "a.yaml" in problem.message and "demo_act" in problem.message
+
+
 def test_a_document_that_is_not_a_mapping_is_an_error(manifests: Path) -> None:
     text = VALID + "---\n- just a list\n"
     write(manifests, "a.yaml", text)

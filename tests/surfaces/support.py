@@ -167,7 +167,7 @@ async def until_final(client: Client, run_id: str) -> dict[str, Any]:
         left = deadline - asyncio.get_running_loop().time()
         if left <= 0:
             raise TimeoutError(f"run {run_id} did not finish")
-        result = await client.call_tool("signoff.get_run", {"run_id": run_id, "wait_seconds": left})
+        result = await client.call_tool("signoff_get_run", {"run_id": run_id, "wait_seconds": left})
         outcome = result.structured_content
         assert isinstance(outcome, dict)
         if outcome["status"] in FINAL_STATUSES:

@@ -47,12 +47,12 @@ async def test_signoff_serve_over_stdio_serves_the_demo_manifests_as_the_launch_
     )
     async with Client(params) as client:
         names = {t.name for t in (await client.list_tools()).tools}
-        read = await client.call_tool("invoice.get", {"invoice_id": "INV-1001"})
+        read = await client.call_tool("invoice_get", {"invoice_id": "INV-1001"})
         pending = await client.call_tool(
-            "invoice.cancel",
+            "invoice_cancel",
             {"invoice_id": "INV-1002", "amount": 4200.0, "idempotency_key": "k-1"},
         )
-    assert {"invoice.list", "invoice.get", "invoice.cancel", "signoff.get_run"} <= names
+    assert {"invoice_list", "invoice_get", "invoice_cancel", "signoff_get_run"} <= names
     assert read.structured_content is not None
     assert read.structured_content["code"] == Code.SUCCEEDED
     assert pending.structured_content is not None
@@ -100,7 +100,7 @@ async def test_signoff_demo_prints_working_tokens_and_a_stdio_snippet_then_serve
         url = f"http://127.0.0.1:{port}"
         async with http_client(url, agent_token) as agent:
             names = {t.name for t in (await agent.list_tools()).tools}
-            listed = await agent.call_tool("invoice.list", {"status": "open"})
+            listed = await agent.call_tool("invoice_list", {"status": "open"})
         async with httpx2.AsyncClient(base_url=url) as http:
             lead_on_mcp = await http.post(
                 "/mcp", json={}, headers={"Authorization": f"Bearer {lead_token}"}
@@ -111,7 +111,7 @@ async def test_signoff_demo_prints_working_tokens_and_a_stdio_snippet_then_serve
             agent_inbox = await http.get(
                 "/api/approvals", headers={"Authorization": f"Bearer {agent_token}"}
             )
-        assert "invoice.cancel" in names
+        assert "invoice_cancel" in names
         assert listed.structured_content is not None
         assert listed.structured_content["code"] == Code.SUCCEEDED
         # One token of each kind: the agent's proposes, the approver's decides, never crosswise.
@@ -157,8 +157,8 @@ async def test_editing_the_manifests_while_serving_tells_the_client_the_tools_ch
         (manifests / "cancel.yaml").write_text(cancel)
         await asyncio.wait_for(changed.wait(), DEADLINE)
         after = {t.name for t in (await client.list_tools()).tools}
-    assert "invoice.cancel" not in before
-    assert after - before == {"invoice.cancel"}
+    assert "invoice_cancel" not in before
+    assert after - before == {"invoice_cancel"}
 
 
 @pytest.mark.parametrize(

@@ -82,10 +82,10 @@ async def test_a_valid_token_lists_the_tools_its_roles_may_propose_and_calls_the
         support_tools = {t.name for t in (await support.list_tools()).tools}
     async with http_client(url, token(), mode=mode) as agent:
         listed = (await agent.list_tools()).tools
-        result = await agent.call_tool("invoice.cancel", SMALL)
-    assert "invoice.cancel" not in support_tools and "invoice.get" in support_tools
-    assert "invoice.cancel" in {t.name for t in listed}
-    outcome = check_output(tool_named(listed, "invoice.cancel"), result)
+        result = await agent.call_tool("invoice_cancel", SMALL)
+    assert "invoice_cancel" not in support_tools and "invoice_get" in support_tools
+    assert "invoice_cancel" in {t.name for t in listed}
+    outcome = check_output(tool_named(listed, "invoice_cancel"), result)
     assert outcome["code"] == Code.SUCCEEDED
     assert w.recorder.calls[0].principal.id == "agent-1"
     assert w.recorder.calls[0].tenant_id == "acme"
@@ -97,7 +97,7 @@ async def test_invalid_input_over_http_still_gets_a_run_with_input_validation_fa
 ) -> None:
     w, url = served.world, served.url
     async with http_client(url, token(), mode=mode) as agent:
-        result = await agent.call_tool("invoice.cancel", {"invoice_id": 5, "idempotency_key": "x"})
+        result = await agent.call_tool("invoice_cancel", {"invoice_id": 5, "idempotency_key": "x"})
     assert result.structured_content is not None
     assert result.structured_content["code"] == Code.INPUT_VALIDATION_FAILED
     assert await w.audit(result.structured_content["run_id"])
@@ -225,14 +225,14 @@ async def test_another_tenants_run_over_http_answers_exactly_like_a_missing_one(
 ) -> None:
     url = served.url
     async with http_client(url, token(tenant="acme"), mode=mode) as acme:
-        pending = await acme.call_tool("invoice.cancel", LARGE)
+        pending = await acme.call_tool("invoice_cancel", LARGE)
     assert pending.structured_content is not None
     theirs = pending.structured_content["run_id"]
     missing = "01900000-0000-7000-8000-000000000000"
     async with http_client(url, token(sub="agent-1", tenant="globex"), mode=mode) as globex:
         answers = []
         for run_id in (theirs, missing):
-            got = await globex.call_tool("signoff.get_run", {"run_id": run_id})
+            got = await globex.call_tool("signoff_get_run", {"run_id": run_id})
             assert got.structured_content is not None
             answers.append({k: v for k, v in got.structured_content.items() if k != "run_id"})
     assert answers[0] == answers[1]
@@ -248,7 +248,7 @@ async def test_a_client_that_disconnects_mid_call_over_http_leaves_a_consistent_
 
     async def call() -> Any:
         async with http_client(url, token(), mode=mode) as client:
-            return await client.call_tool("slow.read", {"invoice_id": "INV-1"})
+            return await client.call_tool("slow_read", {"invoice_id": "INV-1"})
 
     task = asyncio.create_task(call())
     await gate.wait_started()
@@ -258,7 +258,7 @@ async def test_a_client_that_disconnects_mid_call_over_http_leaves_a_consistent_
     gate.release.set()
 
     async with http_client(url, token(), mode=mode) as again:
-        listed = await again.call_tool("signoff.list_runs", {"limit": 1})
+        listed = await again.call_tool("signoff_list_runs", {"limit": 1})
         assert listed.structured_content is not None
         run_id = listed.structured_content["runs"][0]["run_id"]
         final = await until_final(again, run_id)
@@ -279,7 +279,7 @@ async def test_a_reload_reaches_http_clients_listening_for_tool_changes(
             event = await asyncio.wait_for(anext(aiter(subscription)), DEADLINE)
         names = {t.name for t in (await client.list_tools()).tools}
     assert type(event).__name__ == "ToolsListChanged"
-    assert "invoice.archive" in names
+    assert "invoice_archive" in names
 
 
 # ----------------------------------------------------------------- RS256 and JWKS
@@ -346,7 +346,7 @@ async def test_rs256_tokens_verify_against_a_jwks_file_by_kid(tmp_path: Path) ->
     w = world()
     app = build_http_app(w.runtime, BearerAuth(verifier, "http://127.0.0.1"))
     async with running(app) as url, http_client(url, _rs256(first, "one")) as client:
-        result = await client.call_tool("invoice.get", {"invoice_id": "INV-1"})
+        result = await client.call_tool("invoice_get", {"invoice_id": "INV-1"})
     assert result.structured_content is not None
     assert result.structured_content["code"] == Code.SUCCEEDED
 
@@ -386,7 +386,7 @@ async def test_a_fixed_identity_serves_loopback_without_tokens() -> None:
     caller = make_caller("conformance", "test", "billing")
     app = build_http_app(w.runtime, FixedIdentity(caller, "127.0.0.1"), HttpOptions())
     async with running(app) as url, http_client(url, None) as client:
-        result = await client.call_tool("invoice.get", {"invoice_id": "INV-1"})
+        result = await client.call_tool("invoice_get", {"invoice_id": "INV-1"})
     assert result.structured_content is not None
     assert result.structured_content["code"] == Code.SUCCEEDED
     assert w.recorder.calls[0].principal.id == "conformance"
@@ -429,7 +429,7 @@ async def test_on_sqlite_a_disconnect_mid_call_and_an_approval_leave_consistent_
 
             async def call() -> Any:
                 async with http_client(url, token(), mode=mode) as client:
-                    return await client.call_tool("slow.read", {"invoice_id": "INV-1"})
+                    return await client.call_tool("slow_read", {"invoice_id": "INV-1"})
 
             task = asyncio.create_task(call())
             await gate.wait_started()
@@ -439,7 +439,7 @@ async def test_on_sqlite_a_disconnect_mid_call_and_an_approval_leave_consistent_
             gate.release.set()
 
             async with http_client(url, token(), mode=mode) as agent:
-                pending = await agent.call_tool("invoice.cancel", LARGE)
+                pending = await agent.call_tool("invoice_cancel", LARGE)
                 assert pending.structured_content is not None
                 run_id = pending.structured_content["run_id"]
                 poll = asyncio.create_task(until_final(agent, run_id))
@@ -448,7 +448,7 @@ async def test_on_sqlite_a_disconnect_mid_call_and_an_approval_leave_consistent_
                 )
                 assert decided.accepted
                 approved = await poll
-                slow = await agent.call_tool("signoff.list_runs", {"status": "SUCCEEDED"})
+                slow = await agent.call_tool("signoff_list_runs", {"status": "SUCCEEDED"})
         assert approved["status"] == ExecutionStatus.SUCCEEDED
         assert slow.structured_content is not None
         actions = {o["action"] for o in slow.structured_content["runs"]}

@@ -45,12 +45,12 @@ async def test_a_stdio_subprocess_serves_the_actions_as_the_launch_identity(mode
     async with Client(params, mode=mode) as client:
         listed = (await client.list_tools()).tools
         result = await client.call_tool(
-            "invoice.cancel", {"invoice_id": "INV-1", "amount": 10, "idempotency_key": "k"}
+            "invoice_cancel", {"invoice_id": "INV-1", "amount": 10, "idempotency_key": "k"}
         )
-        invalid = await client.call_tool("invoice.cancel", {"idempotency_key": "k2"})
-    assert {"invoice.cancel", "invoice.get", "signoff.get_run"} <= {t.name for t in listed}
-    assert check_output(tool_named(listed, "invoice.cancel"), result)["code"] == Code.SUCCEEDED
-    assert check_output(tool_named(listed, "invoice.cancel"), invalid)["code"] == (
+        invalid = await client.call_tool("invoice_cancel", {"idempotency_key": "k2"})
+    assert {"invoice_cancel", "invoice_get", "signoff_get_run"} <= {t.name for t in listed}
+    assert check_output(tool_named(listed, "invoice_cancel"), result)["code"] == Code.SUCCEEDED
+    assert check_output(tool_named(listed, "invoice_cancel"), invalid)["code"] == (
         Code.INPUT_VALIDATION_FAILED
     )
 
@@ -60,9 +60,9 @@ async def test_the_stdio_tool_list_follows_the_launch_roles() -> None:
     async with Client(params) as client:
         names = {t.name for t in (await client.list_tools()).tools}
         denied = await client.call_tool(
-            "invoice.cancel", {"invoice_id": "INV-1", "amount": 10, "idempotency_key": "k"}
+            "invoice_cancel", {"invoice_id": "INV-1", "amount": 10, "idempotency_key": "k"}
         )
-    assert "invoice.cancel" not in names
+    assert "invoice_cancel" not in names
     assert denied.structured_content is not None
     assert denied.structured_content["code"] == Code.POLICY_DENIED
 

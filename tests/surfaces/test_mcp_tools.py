@@ -35,15 +35,15 @@ async def test_the_tool_list_shows_the_actions_the_callers_roles_may_propose() -
     async with w.client(roles="billing") as billing, w.client(roles="payroll") as payroll:
         billing_tools = {t.name for t in (await billing.list_tools()).tools}
         payroll_tools = {t.name for t in (await payroll.list_tools()).tools}
-    builtins = {"signoff.get_run", "signoff.cancel_run", "signoff.list_runs"}
-    assert billing_tools == {"invoice.cancel", "invoice.get"} | builtins
-    assert payroll_tools == {"payroll.run", "invoice.get"} | builtins
+    builtins = {"signoff_get_run", "signoff_cancel_run", "signoff_list_runs"}
+    assert billing_tools == {"invoice_cancel", "invoice_get"} | builtins
+    assert payroll_tools == {"payroll_run", "invoice_get"} | builtins
 
 
 async def test_an_action_tool_advertises_its_schema_plus_key_and_the_outcome_schema() -> None:
     w = world()
     async with w.client() as client:
-        tool = tool_named((await client.list_tools()).tools, "invoice.cancel")
+        tool = tool_named((await client.list_tools()).tools, "invoice_cancel")
     assert tool.input_schema["properties"]["invoice_id"] == {
         "type": "string",
         "pattern": "^INV-[0-9]+$",
@@ -59,7 +59,7 @@ async def test_an_action_tool_advertises_its_schema_plus_key_and_the_outcome_sch
 async def test_an_optional_key_is_advertised_but_not_required() -> None:
     w = world()
     async with w.client() as client:
-        tool = tool_named((await client.list_tools()).tools, "invoice.get")
+        tool = tool_named((await client.list_tools()).tools, "invoice_get")
     assert "idempotency_key" in tool.input_schema["properties"]
     assert "idempotency_key" not in tool.input_schema["required"]
 
@@ -79,7 +79,7 @@ async def test_annotations_follow_the_effect(
 ) -> None:
     w = world(definition(lambda c: {}, id="probe.action", effect=effect))
     async with w.client() as client:
-        tool = tool_named((await client.list_tools()).tools, "probe.action")
+        tool = tool_named((await client.list_tools()).tools, "probe_action")
     assert tool.annotations is not None
     assert tool.annotations.read_only_hint is read_only
     assert tool.annotations.destructive_hint is destructive
@@ -89,8 +89,8 @@ async def test_annotations_follow_the_effect(
 async def test_a_call_returns_the_outcome_as_structured_content_and_one_json_text_block() -> None:
     w = world()
     async with w.client() as client:
-        tool = tool_named((await client.list_tools()).tools, "invoice.cancel")
-        result = await client.call_tool("invoice.cancel", {**SMALL, "idempotency_key": "k-1"})
+        tool = tool_named((await client.list_tools()).tools, "invoice_cancel")
+        result = await client.call_tool("invoice_cancel", {**SMALL, "idempotency_key": "k-1"})
     outcome = check_output(tool, result)
     assert result.is_error is False
     assert outcome["status"] == ExecutionStatus.SUCCEEDED
@@ -102,13 +102,13 @@ async def test_invalid_input_still_gets_a_run_a_code_and_an_audit_entry() -> Non
     w = world()
     async with w.client() as client:
         result = await client.call_tool(
-            "invoice.cancel", {"invoice_id": "nope", "amount": -1, "idempotency_key": "k-1"}
+            "invoice_cancel", {"invoice_id": "nope", "amount": -1, "idempotency_key": "k-1"}
         )
         assert result.is_error is True
         outcome = result.structured_content
         assert outcome is not None and outcome["code"] == Code.INPUT_VALIDATION_FAILED
         assert outcome["retry"] == RetryDisposition.AFTER_CORRECTION
-        again = await client.call_tool("signoff.get_run", {"run_id": outcome["run_id"]})
+        again = await client.call_tool("signoff_get_run", {"run_id": outcome["run_id"]})
     assert again.structured_content is not None
     assert again.structured_content["code"] == Code.INPUT_VALIDATION_FAILED
     kinds = [e.kind for e in await w.audit(outcome["run_id"])]
@@ -119,7 +119,7 @@ async def test_invalid_input_still_gets_a_run_a_code_and_an_audit_entry() -> Non
 async def test_arguments_of_the_wrong_type_reach_the_pipeline_and_are_refused_there() -> None:
     w = world()
     async with w.client() as client:
-        result = await client.call_tool("invoice.get", {"invoice_id": 42})
+        result = await client.call_tool("invoice_get", {"invoice_id": 42})
     assert result.structured_content is not None
     assert result.structured_content["code"] == Code.INPUT_VALIDATION_FAILED
 
@@ -129,7 +129,7 @@ async def test_identity_comes_from_the_session_never_from_the_arguments() -> Non
     w = world(lookup_definition(w_recorder := _Capture(), id="notes.add", input_schema=open_schema))
     async with w.client(principal="agent-7", tenant="acme", roles="billing") as client:
         result = await client.call_tool(
-            "notes.add",
+            "notes_add",
             {"principal": "root", "tenant_id": "evil", "roles": ["admin"], "tenant": "evil"},
         )
     assert result.structured_content is not None
@@ -159,8 +159,8 @@ class _Capture:
 async def test_the_idempotency_key_is_lifted_out_of_the_arguments_and_groups_retries() -> None:
     w = world()
     async with w.client() as client:
-        first = await client.call_tool("invoice.cancel", {**SMALL, "idempotency_key": "k-1"})
-        retry = await client.call_tool("invoice.cancel", {**SMALL, "idempotency_key": "k-1"})
+        first = await client.call_tool("invoice_cancel", {**SMALL, "idempotency_key": "k-1"})
+        retry = await client.call_tool("invoice_cancel", {**SMALL, "idempotency_key": "k-1"})
     assert first.structured_content is not None and retry.structured_content is not None
     assert retry.structured_content["duplicate_of"] == first.structured_content["run_id"]
     assert retry.structured_content["code"] == Code.SUCCEEDED
@@ -171,7 +171,7 @@ async def test_the_idempotency_key_is_lifted_out_of_the_arguments_and_groups_ret
 async def test_a_missing_required_key_is_refused_with_idempotency_key_required() -> None:
     w = world()
     async with w.client() as client:
-        result = await client.call_tool("invoice.cancel", SMALL)
+        result = await client.call_tool("invoice_cancel", SMALL)
     assert result.structured_content is not None
     assert result.structured_content["code"] == Code.IDEMPOTENCY_KEY_REQUIRED
     assert w.recorder.count == 0
@@ -181,7 +181,7 @@ async def test_a_missing_required_key_is_refused_with_idempotency_key_required()
 async def test_an_unusable_key_is_refused_with_idempotency_key_invalid(key: Any) -> None:
     w = world()
     async with w.client() as client:
-        result = await client.call_tool("invoice.cancel", {**SMALL, "idempotency_key": key})
+        result = await client.call_tool("invoice_cancel", {**SMALL, "idempotency_key": key})
     assert result.structured_content is not None
     assert result.structured_content["code"] == Code.IDEMPOTENCY_KEY_INVALID
     assert w.recorder.count == 0
@@ -212,7 +212,7 @@ async def test_no_tool_lets_an_agent_approve_reject_or_edit_policy() -> None:
 async def test_a_call_outside_the_callers_roles_is_denied_by_the_pipeline() -> None:
     w = world()
     async with w.client(roles="support") as client:
-        result = await client.call_tool("invoice.cancel", {**SMALL, "idempotency_key": "k-1"})
+        result = await client.call_tool("invoice_cancel", {**SMALL, "idempotency_key": "k-1"})
     assert result.structured_content is not None
     assert result.structured_content["code"] == Code.POLICY_DENIED
     assert w.recorder.count == 0
@@ -221,7 +221,7 @@ async def test_a_call_outside_the_callers_roles_is_denied_by_the_pipeline() -> N
 async def test_a_write_needing_approval_waits_and_get_run_returns_once_it_is_decided() -> None:
     w = world()
     async with w.client() as client:
-        pending = await client.call_tool("invoice.cancel", {**LARGE, "idempotency_key": "k-9"})
+        pending = await client.call_tool("invoice_cancel", {**LARGE, "idempotency_key": "k-9"})
         outcome = pending.structured_content
         assert outcome is not None
         assert outcome["status"] == ExecutionStatus.PENDING_APPROVAL
@@ -230,7 +230,7 @@ async def test_a_write_needing_approval_waits_and_get_run_returns_once_it_is_dec
         run_id = outcome["run_id"]
 
         poll = asyncio.create_task(
-            client.call_tool("signoff.get_run", {"run_id": run_id, "wait_seconds": DEADLINE})
+            client.call_tool("signoff_get_run", {"run_id": run_id, "wait_seconds": DEADLINE})
         )
         decision = await w.runtime.decide(
             run_id, "acme", DecisionRequest(approver=LEAD, vote=ApprovalVote.APPROVE)
@@ -248,10 +248,10 @@ async def test_a_write_needing_approval_waits_and_get_run_returns_once_it_is_dec
 async def test_get_run_without_wait_answers_at_once_with_the_current_state() -> None:
     w = world()
     async with w.client() as client:
-        pending = await client.call_tool("invoice.cancel", {**LARGE, "idempotency_key": "k-9"})
+        pending = await client.call_tool("invoice_cancel", {**LARGE, "idempotency_key": "k-9"})
         assert pending.structured_content is not None
         now = await client.call_tool(
-            "signoff.get_run", {"run_id": pending.structured_content["run_id"], "wait_seconds": 0}
+            "signoff_get_run", {"run_id": pending.structured_content["run_id"], "wait_seconds": 0}
         )
     assert now.structured_content is not None
     assert now.structured_content["status"] == ExecutionStatus.PENDING_APPROVAL
@@ -260,30 +260,30 @@ async def test_get_run_without_wait_answers_at_once_with_the_current_state() -> 
 async def test_another_tenants_run_answers_exactly_like_a_missing_one() -> None:
     w = world()
     async with w.client(tenant="acme") as acme, w.client(tenant="globex") as globex:
-        pending = await acme.call_tool("invoice.cancel", {**LARGE, "idempotency_key": "k-1"})
+        pending = await acme.call_tool("invoice_cancel", {**LARGE, "idempotency_key": "k-1"})
         assert pending.structured_content is not None
         theirs = pending.structured_content["run_id"]
         missing = "01900000-0000-7000-8000-000000000000"
 
         answers: dict[str, list[dict[str, Any]]] = {}
         for run_id in (theirs, missing):
-            got = await globex.call_tool("signoff.get_run", {"run_id": run_id})
+            got = await globex.call_tool("signoff_get_run", {"run_id": run_id})
             waited = await globex.call_tool(
-                "signoff.get_run", {"run_id": run_id, "wait_seconds": 1}
+                "signoff_get_run", {"run_id": run_id, "wait_seconds": 1}
             )
-            cancelled = await globex.call_tool("signoff.cancel_run", {"run_id": run_id})
+            cancelled = await globex.call_tool("signoff_cancel_run", {"run_id": run_id})
             answers[run_id] = [
                 _without_run_id(r.structured_content) for r in (got, waited, cancelled)
             ]
             assert all(r.is_error for r in (got, waited, cancelled))
-        listed = await globex.call_tool("signoff.list_runs", {})
+        listed = await globex.call_tool("signoff_list_runs", {})
 
         errors: list[int] = []
         for run_id in (theirs, missing):
             with pytest.raises(MCPError) as raised:
                 await globex.read_resource(f"signoff://runs/{run_id}")
             errors.append(raised.value.code)
-        still = await acme.call_tool("signoff.get_run", {"run_id": theirs})
+        still = await acme.call_tool("signoff_get_run", {"run_id": theirs})
 
     assert answers[theirs] == answers[missing]
     assert answers[theirs][0]["code"] == Code.ACTION_RUN_NOT_FOUND
@@ -301,11 +301,11 @@ def _without_run_id(content: Any) -> dict[str, Any]:
 async def test_cancel_run_cancels_a_run_waiting_for_approval() -> None:
     w = world()
     async with w.client() as client:
-        pending = await client.call_tool("invoice.cancel", {**LARGE, "idempotency_key": "k-1"})
+        pending = await client.call_tool("invoice_cancel", {**LARGE, "idempotency_key": "k-1"})
         assert pending.structured_content is not None
         run_id = pending.structured_content["run_id"]
-        cancelled = await client.call_tool("signoff.cancel_run", {"run_id": run_id})
-        again = await client.call_tool("signoff.cancel_run", {"run_id": run_id})
+        cancelled = await client.call_tool("signoff_cancel_run", {"run_id": run_id})
+        again = await client.call_tool("signoff_cancel_run", {"run_id": run_id})
     assert cancelled.structured_content is not None and again.structured_content is not None
     assert cancelled.structured_content["status"] == ExecutionStatus.CANCELLED
     assert cancelled.structured_content["code"] == Code.ACTION_CANCELLED
@@ -319,16 +319,16 @@ async def test_list_runs_shows_the_tenants_runs_newest_first_filtered_and_paged(
         ran = []
         for index in range(5):
             args = {**SMALL, "invoice_id": f"INV-{index}", "idempotency_key": f"k-{index}"}
-            ran.append(await client.call_tool("invoice.cancel", args))
-        waiting = await client.call_tool("invoice.cancel", {**LARGE, "idempotency_key": "k-w"})
-        first = await client.call_tool("signoff.list_runs", {"limit": 4})
+            ran.append(await client.call_tool("invoice_cancel", args))
+        waiting = await client.call_tool("invoice_cancel", {**LARGE, "idempotency_key": "k-w"})
+        first = await client.call_tool("signoff_list_runs", {"limit": 4})
         assert first.structured_content is not None
         rest = await client.call_tool(
-            "signoff.list_runs", {"limit": 4, "before": first.structured_content["next_before"]}
+            "signoff_list_runs", {"limit": 4, "before": first.structured_content["next_before"]}
         )
-        pending = await client.call_tool("signoff.list_runs", {"status": "PENDING_APPROVAL"})
-        succeeded = await client.call_tool("signoff.list_runs", {"status": "SUCCEEDED", "limit": 2})
-        tool = tool_named((await client.list_tools()).tools, "signoff.list_runs")
+        pending = await client.call_tool("signoff_list_runs", {"status": "PENDING_APPROVAL"})
+        succeeded = await client.call_tool("signoff_list_runs", {"status": "SUCCEEDED", "limit": 2})
+        tool = tool_named((await client.list_tools()).tools, "signoff_list_runs")
     for result in (first, rest, pending, succeeded):
         check_output(tool, result)
     ids = [r.structured_content["run_id"] for r in (*ran, waiting) if r.structured_content]
@@ -345,13 +345,13 @@ async def test_list_runs_shows_the_tenants_runs_newest_first_filtered_and_paged(
 @pytest.mark.parametrize(
     ("tool", "arguments"),
     [
-        ("signoff.get_run", {}),
-        ("signoff.get_run", {"run_id": "x", "wait_seconds": 31}),
-        ("signoff.get_run", {"run_id": "x", "wait_seconds": "soon"}),
-        ("signoff.cancel_run", {"run_id": 7}),
-        ("signoff.list_runs", {"status": "SOMETHING"}),
-        ("signoff.list_runs", {"limit": 0}),
-        ("signoff.list_runs", {"who": "me"}),
+        ("signoff_get_run", {}),
+        ("signoff_get_run", {"run_id": "x", "wait_seconds": 31}),
+        ("signoff_get_run", {"run_id": "x", "wait_seconds": "soon"}),
+        ("signoff_cancel_run", {"run_id": 7}),
+        ("signoff_list_runs", {"status": "SOMETHING"}),
+        ("signoff_list_runs", {"limit": 0}),
+        ("signoff_list_runs", {"who": "me"}),
     ],
 )
 async def test_built_in_tools_refuse_unusable_arguments_with_input_validation_failed(
@@ -371,17 +371,17 @@ async def test_every_outcome_validates_against_the_advertised_output_schema() ->
     async with w.client() as client:
         listed = (await client.list_tools()).tools
         calls: list[tuple[str, dict[str, Any]]] = [
-            ("invoice.cancel", {**SMALL, "idempotency_key": "a"}),
-            ("invoice.cancel", {**SMALL, "idempotency_key": "a"}),
-            ("invoice.cancel", {**SMALL, "amount": 11, "idempotency_key": "a"}),
-            ("invoice.cancel", {**LARGE, "idempotency_key": "b"}),
-            ("invoice.cancel", {**LARGE, "idempotency_key": "b"}),
-            ("invoice.cancel", {**LARGE, "amount": 200000, "idempotency_key": "c"}),
-            ("invoice.cancel", {"invoice_id": 1, "idempotency_key": "d"}),
-            ("invoice.get", {"invoice_id": "INV-1"}),
-            ("signoff.list_runs", {}),
-            ("signoff.get_run", {"run_id": "missing"}),
-            ("signoff.cancel_run", {"run_id": "missing"}),
+            ("invoice_cancel", {**SMALL, "idempotency_key": "a"}),
+            ("invoice_cancel", {**SMALL, "idempotency_key": "a"}),
+            ("invoice_cancel", {**SMALL, "amount": 11, "idempotency_key": "a"}),
+            ("invoice_cancel", {**LARGE, "idempotency_key": "b"}),
+            ("invoice_cancel", {**LARGE, "idempotency_key": "b"}),
+            ("invoice_cancel", {**LARGE, "amount": 200000, "idempotency_key": "c"}),
+            ("invoice_cancel", {"invoice_id": 1, "idempotency_key": "d"}),
+            ("invoice_get", {"invoice_id": "INV-1"}),
+            ("signoff_list_runs", {}),
+            ("signoff_get_run", {"run_id": "missing"}),
+            ("signoff_cancel_run", {"run_id": "missing"}),
         ]
         codes = set()
         for name, arguments in calls:
@@ -390,7 +390,7 @@ async def test_every_outcome_validates_against_the_advertised_output_schema() ->
             codes.add(content.get("code"))
             for outcome in content.get("runs", []):
                 jsonschema.validate(
-                    outcome, tool_named(listed, "signoff.get_run").output_schema or {}
+                    outcome, tool_named(listed, "signoff_get_run").output_schema or {}
                 )
     assert {
         Code.SUCCEEDED,
@@ -407,7 +407,7 @@ async def test_the_run_resource_template_reads_a_run_of_the_callers_tenant() -> 
     w = world()
     async with w.client() as client:
         templates = await client.list_resource_templates()
-        done = await client.call_tool("invoice.get", {"invoice_id": "INV-1"})
+        done = await client.call_tool("invoice_get", {"invoice_id": "INV-1"})
         assert done.structured_content is not None
         uri = f"signoff://runs/{done.structured_content['run_id']}"
         read = await client.read_resource(uri)
@@ -424,14 +424,14 @@ async def test_a_client_that_disconnects_mid_call_leaves_a_consistent_run() -> N
     gate = Gate()
     w = world(lookup_definition(gate, id="slow.read"))
     async with w.client() as client:
-        call = asyncio.create_task(client.call_tool("slow.read", {"invoice_id": "INV-1"}))
+        call = asyncio.create_task(client.call_tool("slow_read", {"invoice_id": "INV-1"}))
         await gate.wait_started()
         call.cancel()
         with pytest.raises(asyncio.CancelledError):
             await call
     gate.release.set()
     async with w.client() as again:
-        listed = await again.call_tool("signoff.list_runs", {"limit": 1})
+        listed = await again.call_tool("signoff_list_runs", {"limit": 1})
         assert listed.structured_content is not None
         run_id = listed.structured_content["runs"][0]["run_id"]
         final = await until_final(again, run_id)
@@ -457,7 +457,7 @@ async def test_a_reload_tells_listening_clients_that_the_tools_changed() -> None
         event = await asyncio.wait_for(anext(aiter(sub)), DEADLINE)
         after = {t.name for t in (await client.list_tools()).tools}
     assert type(event).__name__ == "ToolsListChanged"
-    assert after - before == {"invoice.archive"}
+    assert after - before == {"invoice_archive"}
 
 
 async def test_a_reload_notifies_handshake_era_sessions_too() -> None:
@@ -543,7 +543,7 @@ async def test_an_action_named_like_a_built_in_tool_is_shadowed_by_the_built_in(
     w = world(lookup_definition(lambda c: {"hijacked": True}, id="signoff.get_run"))
     async with w.client() as client:
         listed = [t.name for t in (await client.list_tools()).tools]
-        result = await client.call_tool("signoff.get_run", {"run_id": "nope"})
-    assert listed.count("signoff.get_run") == 1
+        result = await client.call_tool("signoff_get_run", {"run_id": "nope"})
+    assert listed.count("signoff_get_run") == 1
     assert result.structured_content is not None
     assert result.structured_content["code"] == Code.ACTION_RUN_NOT_FOUND

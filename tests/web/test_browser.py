@@ -112,7 +112,7 @@ async def test_an_approver_signs_in_approves_one_run_rejects_another_and_the_age
         assert approved is not None and approved.status is ExecutionStatus.SUCCEEDED
         agent = token(sub="agent-1", tenant="acme", roles=("billing",), scopes=(PROPOSE,))
         async with http_client(url, agent) as client:
-            result = await client.call_tool("signoff.get_run", {"run_id": reject_me.run_id})
+            result = await client.call_tool("signoff_get_run", {"run_id": reject_me.run_id})
         assert result.structured_content is not None
         assert result.structured_content["status"] == ExecutionStatus.DENIED
         assert result.structured_content["code"] == Code.APPROVAL_REJECTED

@@ -11,7 +11,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from signoff.core.cel_expr import CelCompileError, CelExpression, compile_cel
-from signoff.core.definition import ActionDefinition, DenyRule
+from signoff.core.definition import ActionDefinition, DenyRule, tool_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,18 +107,27 @@ class ActionRegistry:
     def __init__(self, actions: Iterable[CompiledAction | ActionDefinition] = ()) -> None:
         self._lock = threading.Lock()
         self._actions: dict[str, CompiledAction] = {}
+        self._tools: dict[str, CompiledAction] = {}
         self.generation = 0
         self.replace(actions)
 
     def replace(self, actions: Iterable[CompiledAction | ActionDefinition]) -> None:
         compiled = [a if isinstance(a, CompiledAction) else compile_action(a) for a in actions]
         table: dict[str, CompiledAction] = {}
+        tools: dict[str, CompiledAction] = {}
         for action in compiled:
             if action.id in table:
                 raise ValueError(f"action {action.id!r} is defined twice")
+            other = tools.setdefault(tool_name(action.id), action)
+            if other is not action:
+                raise ValueError(
+                    f"actions {other.id!r} and {action.id!r} have the same tool name "
+                    f"{tool_name(action.id)!r}"
+                )
             table[action.id] = action
         with self._lock:
             self._actions = table
+            self._tools = tools
             self.generation += 1
 
     def register(self, action: CompiledAction | ActionDefinition) -> None:
@@ -130,6 +139,10 @@ class ActionRegistry:
 
     def resolve(self, action_id: str) -> CompiledAction | None:
         return self._actions.get(action_id)
+
+    def resolve_tool(self, name: str) -> CompiledAction | None:
+        """The action whose MCP tool name is ``name`` (``replace`` keeps names unique)."""
+        return self._tools.get(name)
 
     def all(self) -> list[CompiledAction]:
         return sorted(self._actions.values(), key=lambda a: a.id)

@@ -18,6 +18,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from signoff.core.codes import ExecutionStatus, RetryDisposition
 
 ACTION_ID_PATTERN = r"^[a-z][a-z0-9_.-]{0,63}$"
+TOOL_NAME_PATTERN = r"^[a-zA-Z0-9_-]{1,64}$"
+
+
+def tool_name(action_id: str) -> str:
+    """The MCP tool name of an action: its id with ``.`` as ``_`` (``invoice.cancel`` ->
+    ``invoice_cancel``), a name every MCP host accepts."""
+    return action_id.replace(".", "_")
+
 
 Hook = Callable[[Any], Any | Awaitable[Any]]
 """An executor or guard: takes an ``ExecutionContext``; sync or async."""

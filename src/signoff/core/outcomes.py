@@ -75,7 +75,7 @@ def outcome_of(run: ActionRun, **overrides: Any) -> ActionOutcome:
             "status": ExecutionStatus.ACCEPTED,
             "code": Code.ACTION_ACCEPTED,
             "retry": RetryDisposition.NEVER,
-            "message": "Accepted; poll signoff.get_run for the result.",
+            "message": "Accepted; poll signoff_get_run for the result.",
         }
     fields.update(
         run_id=run.run_id,

@@ -93,7 +93,7 @@ class Pipeline:
                 code=Code.ACTION_RUNTIME_FAILED,
                 retry=RetryDisposition.MANUAL_REVIEW,
                 message="signoff could not finish recording this request; check "
-                "signoff.get_run before retrying with the same idempotency_key.",
+                "signoff_get_run before retrying with the same idempotency_key.",
             )
 
     async def _propose(self, proposal: ActionProposal, run_id: str) -> ActionOutcome:

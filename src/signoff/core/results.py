@@ -165,7 +165,7 @@ class ApprovalSummary(BaseModel):
 
 
 class ActionOutcome(BaseModel):
-    """The object every action tool and ``signoff.get_run`` returns (contract §4)."""
+    """The object every action tool and ``signoff_get_run`` returns (contract §4)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

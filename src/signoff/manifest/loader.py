@@ -8,12 +8,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from signoff.core.compiled import CompiledAction
+from signoff.core.definition import tool_name
 from signoff.manifest.build import LoadedAction, build_action
 from signoff.manifest.errors import ManifestErrors, ManifestProblem, ProblemCode
 from signoff.manifest.hooks import add_import_root
 from signoff.manifest.meaning import check_document
 from signoff.manifest.shape import check_shape
-from signoff.manifest.source import read_documents
+from signoff.manifest.source import Document, read_documents
 
 SUFFIXES = (".yaml", ".yml")
 
@@ -70,7 +71,7 @@ def load_manifests(source: Path | str, *, environ: Mapping[str, str] | None = No
 
     problems: list[ManifestProblem] = []
     actions: list[LoadedAction] = []
-    seen: dict[str, str] = {}
+    seen: dict[str, tuple[str, str]] = {}
     for path in files:
         try:
             text = path.read_text(encoding="utf-8")
@@ -88,17 +89,9 @@ def load_manifests(source: Path | str, *, environ: Mapping[str, str] | None = No
             problems.extend(build.problems)
             action_id = build.at("metadata", "id")
             if isinstance(action_id, str):
-                if action_id in seen:
-                    problems.append(
-                        document.problem(
-                            ("metadata", "id"),
-                            ProblemCode.DUPLICATE_ACTION_ID,
-                            f"action {action_id!r} is already defined at {seen[action_id]}",
-                        )
-                    )
-                else:
-                    line = document.position(("metadata", "id"))[0]
-                    seen[action_id] = f"{document.file}:{line}"
+                problem = _name_clash(action_id, document, seen)
+                if problem is not None:
+                    problems.append(problem)
             if manifest is None or build.problems:
                 continue
             loaded, found = build_action(build, manifest)
@@ -108,6 +101,34 @@ def load_manifests(source: Path | str, *, environ: Mapping[str, str] | None = No
     if problems:
         raise ManifestErrors(problems)
     return ManifestSet(source, tuple(actions))
+
+
+def _name_clash(
+    action_id: str, document: Document, seen: dict[str, tuple[str, str]]
+) -> ManifestProblem | None:
+    """A second action with this id, or with an id that maps to the same MCP tool name.
+
+    ``seen`` maps tool names to (action id, ``file:line``) of the first action that took them.
+    """
+    name = tool_name(action_id)
+    first = seen.get(name)
+    if first is None:
+        line = document.position(("metadata", "id"))[0]
+        seen[name] = (action_id, f"{document.file}:{line}")
+        return None
+    other_id, where = first
+    if other_id == action_id:
+        return document.problem(
+            ("metadata", "id"),
+            ProblemCode.DUPLICATE_ACTION_ID,
+            f"action {action_id!r} is already defined at {where}",
+        )
+    return document.problem(
+        ("metadata", "id"),
+        ProblemCode.TOOL_NAME_COLLISION,
+        f"action {action_id!r} and action {other_id!r} at {where} would both be the MCP tool "
+        f"{name!r} (dots become underscores); rename one of them",
+    )
 
 
 def load_manifest_dir(

@@ -39,7 +39,7 @@ class _Strict(BaseModel):
 
 class Metadata(_Strict):
     id: str = Field(pattern=ACTION_ID_PATTERN)
-    """Stable action id; also the MCP tool name."""
+    """Stable action id; its MCP tool name has each `.` as `_` (invoice.cancel -> invoice_cancel)."""
     title: str = ""
     """A short human title."""
     description: str = ""

@@ -1,4 +1,4 @@
-"""Reads and cancellation behind ``signoff.get_run`` / ``cancel_run`` / ``list_runs``.
+"""Reads and cancellation behind ``signoff_get_run`` / ``cancel_run`` / ``list_runs``.
 
 Every query is scoped to the caller's tenant; a run of another tenant answers exactly like a run
 that does not exist (``ACTION_RUN_NOT_FOUND``).

@@ -28,6 +28,7 @@ from pydantic import BaseModel
 
 from signoff import __version__
 from signoff.core.compiled import ActionRegistry
+from signoff.core.definition import tool_name
 from signoff.core.identity import Channel, ProposerType
 from signoff.core.proposal import ActionProposal
 from signoff.core.results import ActionOutcome
@@ -42,7 +43,7 @@ INSTRUCTIONS = (
     "signoff governs business actions. Each tool proposes one action; the result says what "
     "happened: status (SUCCEEDED, FAILED, DENIED, VALIDATION_FAILED, PENDING_APPROVAL, "
     "ACCEPTED, CANCELLED), a stable code and a retry disposition. PENDING_APPROVAL and ACCEPTED "
-    "are not final: follow them with signoff.get_run (wait_seconds up to 30). Decide on "
+    "are not final: follow them with signoff_get_run (wait_seconds up to 30). Decide on "
     "status/code/retry, not on the message. Retry only with the same idempotency_key."
 )
 
@@ -128,7 +129,7 @@ class SignoffMCP:
 
     def _shadowed(self, action_id: str) -> bool:
         """An action named like a built-in tool is unreachable: the built-in answers that name."""
-        if action_id in self._builtins:
+        if tool_name(action_id) in self._builtins:
             if action_id not in self._warned:
                 self._warned.add(action_id)
                 logger.warning("action %r is shadowed by signoff's built-in tool", action_id)
@@ -139,7 +140,7 @@ class SignoffMCP:
         """For the SDK's ``Mcp-Param-*`` header check only (no argument validation happens)."""
         if name in self._builtin_tools:
             return self._builtin_tools[name].input_schema
-        action = self.registry.resolve(name)
+        action = self.registry.resolve_tool(name)
         return action.definition.input_schema if action is not None else None
 
     async def _call_tool(
@@ -162,7 +163,10 @@ class SignoffMCP:
                 return _tool_result(refusal, is_error=True)
             model, is_error = await builtin(caller, arguments)
             return _tool_result(model, is_error=is_error)
-        outcome = await self.propose(caller, params.name, arguments)
+        action = self.registry.resolve_tool(params.name)
+        # An unknown name goes to the pipeline as it is: it records ACTION_NOT_REGISTERED.
+        action_id = action.id if action is not None else params.name
+        outcome = await self.propose(caller, action_id, arguments)
         return _tool_result(outcome, is_error=outcome.is_error)
 
     async def propose(
@@ -233,7 +237,7 @@ class SignoffMCP:
             name="run",
             title="A signoff run",
             uri_template=tools.RUN_URI_TEMPLATE,
-            description="The current outcome of one run in your tenant (same object as signoff.get_run).",
+            description="The current outcome of one run in your tenant (same object as signoff_get_run).",
             mime_type="application/json",
         )
         return types.ListResourceTemplatesResult(resource_templates=[template])

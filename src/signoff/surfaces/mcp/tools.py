@@ -16,14 +16,16 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from signoff.core.codes import Code, ExecutionStatus, RetryDisposition
 from signoff.core.compiled import CompiledAction
-from signoff.core.definition import Effect, KeyRequirement
+from signoff.core.definition import Effect, KeyRequirement, tool_name
 from signoff.core.identity import Principal
 from signoff.core.policy import roles_allow
 from signoff.core.results import ActionOutcome
 
-GET_RUN = "signoff.get_run"
-CANCEL_RUN = "signoff.cancel_run"
-LIST_RUNS = "signoff.list_runs"
+GET_RUN = "signoff_get_run"
+CANCEL_RUN = "signoff_cancel_run"
+LIST_RUNS = "signoff_list_runs"
+ACTION_META_KEY = "signoff/action"
+"""``_meta`` key of an action tool: the action id (``invoice.cancel``) its name was mapped from."""
 IDEMPOTENCY_KEY = "idempotency_key"
 MAX_WAIT_SECONDS = 30
 MAX_LIST_LIMIT = 100
@@ -32,12 +34,12 @@ RUN_URI_TEMPLATE = RUN_URI_PREFIX + "{run_id}"
 
 GOVERNANCE_SENTENCE = (
     "Governed by signoff: the call may need human approval (it then returns PENDING_APPROVAL with "
-    "a run_id to follow with signoff.get_run); when retrying, reuse the same idempotency_key."
+    "a run_id to follow with signoff_get_run); when retrying, reuse the same idempotency_key."
 )
 
 
 class RunList(BaseModel):
-    """What ``signoff.list_runs`` returns: newest first, and a cursor for the next page."""
+    """What ``signoff_list_runs`` returns: newest first, and a cursor for the next page."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -104,8 +106,8 @@ def action_tool(action: CompiledAction) -> types.Tool:
         part for part in (definition.description or definition.title, GOVERNANCE_SENTENCE) if part
     )
     return types.Tool(
-        name=definition.id,
-        title=definition.title or None,
+        name=tool_name(definition.id),
+        title=f"{definition.title} ({definition.id})" if definition.title else definition.id,
         description=description,
         input_schema=_with_idempotency_key(definition.input_schema, required=key_required),
         output_schema=outcome_schema(),
@@ -116,6 +118,7 @@ def action_tool(action: CompiledAction) -> types.Tool:
             idempotent_hint=True if key_required else None,
             open_world_hint=definition.effect is Effect.EXTERNAL_SEND or None,
         ),
+        meta={ACTION_META_KEY: definition.id},
     )
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from signoff import Code, ExecutionStatus
+from signoff import Code
 from signoff.core.compiled import ActionRegistry
 from signoff.core.runtime import Runtime
 from signoff.manifest import load_manifest_dir

@@ -17,6 +17,7 @@ class Channel(StrEnum):
     API = "api"
     CLI = "cli"
     UI = "ui"
+    SLACK = "slack"
     SCHEDULER = "scheduler"
     INTERNAL = "internal"
     RECOVERY = "recovery"

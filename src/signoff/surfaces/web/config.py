@@ -10,6 +10,7 @@ Environment (``WebConfig.from_env``)::
     SIGNOFF_WEBHOOK_URL       where approval notifications are POSTed (optional).
     SIGNOFF_WEBHOOK_ROUTES    per-action webhook URLs: ``invoice.cancel=https://a,other=https://b``.
     SIGNOFF_WEBHOOK_SECRET    HMAC secret of notification bodies (required with a webhook URL).
+    SIGNOFF_SLACK_*           approvals in Slack (see ``signoff.surfaces.web.slack.config``).
     SIGNOFF_SECURE_COOKIES    ``1``: mark cookies Secure even on plain HTTP (behind a TLS proxy).
     SIGNOFF_SCOPE_PROPOSE / SIGNOFF_SCOPE_APPROVE   scope names (``signoff.surfaces.scopes``).
 """
@@ -20,6 +21,10 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from signoff.surfaces.web.slack.config import SlackConfig
 
 from signoff.surfaces.scopes import Scopes
 
@@ -68,6 +73,7 @@ class WebConfig:
     callback_secret: str | None = field(default=None, repr=False)
     webhook: WebhookConfig | None = None
     scopes: Scopes = field(default_factory=Scopes)
+    slack: SlackConfig | None = None
 
     def __post_init__(self) -> None:
         _check_secret(self.session_secret, "SIGNOFF_SESSION_SECRET")
@@ -84,11 +90,14 @@ class WebConfig:
             if webhook_secret is None:
                 raise WebConfigError("a webhook URL needs SIGNOFF_WEBHOOK_SECRET to sign bodies")
             webhook = WebhookConfig(secret=webhook_secret, url=webhook_url, routes=routes)
+        from signoff.surfaces.web.slack.config import SlackConfig
+
         return cls(
             public_url=public_url.rstrip("/"),
             session_secret=env.get("SIGNOFF_SESSION_SECRET") or secrets.token_urlsafe(48),
             callback_secret=env.get("SIGNOFF_CALLBACK_SECRET") or None,
             webhook=webhook,
+            slack=SlackConfig.from_env(env),
             secure_cookies=env.get("SIGNOFF_SECURE_COOKIES", "") in ("1", "true", "yes"),
             scopes=Scopes.from_env(env),
         )

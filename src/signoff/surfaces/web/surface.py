@@ -7,9 +7,11 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
 from mcp.server.auth.provider import TokenVerifier
 from starlette.routing import BaseRoute
 
+from signoff.core.ports import Notifier
 from signoff.core.runtime import Runtime
 from signoff.maintenance import DEFAULT_EVERY, maintenance
 from signoff.surfaces.web.api import ApprovalsApi
@@ -17,7 +19,9 @@ from signoff.surfaces.web.auth import Authenticator
 from signoff.surfaces.web.callbacks import Callbacks
 from signoff.surfaces.web.config import WebConfig
 from signoff.surfaces.web.inbox import Inbox
+from signoff.surfaces.web.notifiers import combined
 from signoff.surfaces.web.session import Sessions
+from signoff.surfaces.web.slack import SlackApi, SlackInteractions, SlackNotifier
 from signoff.surfaces.web.webhook import WebhookNotifier
 
 Lifespan = Callable[[Any], AbstractAsyncContextManager[None]]
@@ -27,15 +31,20 @@ Lifespan = Callable[[Any], AbstractAsyncContextManager[None]]
 class WebSurface:
     routes: list[BaseRoute]
     lifespan: Lifespan
-    notifier: WebhookNotifier | None
+    notifier: Notifier | None
 
 
 def build_routes(
-    runtime: Runtime, config: WebConfig, verifier: TokenVerifier | None
+    runtime: Runtime,
+    config: WebConfig,
+    verifier: TokenVerifier | None,
+    slack: SlackInteractions | None = None,
 ) -> list[BaseRoute]:
     """Callbacks always; the inbox and the approvers' API only with a token ``verifier`` (a
-    server with a fixed test identity has no approvers)."""
+    server with a fixed test identity has no approvers); Slack's interactions when configured."""
     routes: list[BaseRoute] = Callbacks(runtime, config.callback_secret).routes()
+    if slack is not None:
+        routes += slack.routes()
     if verifier is not None:
         auth = Authenticator(verifier, config.scopes)
         sessions = Sessions(
@@ -54,21 +63,34 @@ def build_web(
     verifier: TokenVerifier | None,
     *,
     maintenance_every: float | None = DEFAULT_EVERY,
+    slack_client: Callable[[], httpx.AsyncClient] | None = None,
 ) -> WebSurface:
     """Routes, plus the webhook notifier installed on ``runtime`` when one is configured, plus a
     lifespan that runs housekeeping every ``maintenance_every`` seconds (``None``: never)."""
-    notifier: WebhookNotifier | None = None
+    notifiers: list[Notifier] = []
     if config.webhook is not None:
-        notifier = WebhookNotifier(runtime, config.webhook, public_url=config.public_url)
+        notifiers.append(WebhookNotifier(runtime, config.webhook, public_url=config.public_url))
+    slack: SlackInteractions | None = None
+    if config.slack is not None:
+        api = SlackApi(config.slack, client=slack_client)
+        slack_notifier = SlackNotifier(runtime, api, public_url=config.public_url)
+        notifiers.append(slack_notifier)
+        slack = SlackInteractions(runtime, config.slack, api, slack_notifier)
+    notifier = combined(notifiers)
+    if notifier is not None:
         # The runtime reads its notifier at each event, so installing it after construction works.
         runtime.notifier = notifier
 
     @asynccontextmanager
     async def lifespan(_app: Any) -> AsyncIterator[None]:
-        if maintenance_every is None:
-            yield
-            return
-        async with maintenance(runtime, every=maintenance_every):
-            yield
+        try:
+            if maintenance_every is None:
+                yield
+                return
+            async with maintenance(runtime, every=maintenance_every):
+                yield
+        finally:
+            if slack is not None:
+                await slack.drain()
 
-    return WebSurface(build_routes(runtime, config, verifier), lifespan, notifier)
+    return WebSurface(build_routes(runtime, config, verifier, slack), lifespan, notifier)

@@ -14,6 +14,7 @@ from typing import Any
 
 from signoff.core.approvals import approver_refusal
 from signoff.core.codes import CODE_DESCRIPTIONS, Code
+from signoff.core.definition import DEFAULT_APPROVAL_WHEN
 from signoff.core.outcomes import outcome_of
 from signoff.core.run import ActionRun, RunStatus
 from signoff.core.runtime import Runtime
@@ -54,6 +55,49 @@ def input_fields(runtime: Runtime, run: ActionRun) -> list[Field]:
         )
         for key, value in run.input.items()
     ]
+
+
+@dataclass(frozen=True, slots=True)
+class ActionFacts:
+    """What an approver is told about the action a run asks for."""
+
+    title: str
+    risk: str
+    effect: str
+
+
+def action_facts(runtime: Runtime, run: ActionRun) -> ActionFacts:
+    action = runtime.registry.resolve(run.action_id)
+    if action is None:
+        return ActionFacts(title=run.action_id, risk="?", effect="?")
+    definition = action.definition
+    return ActionFacts(
+        title=definition.title or run.action_id,
+        risk=str(definition.risk),
+        effect=str(definition.effect),
+    )
+
+
+def approval_reason(runtime: Runtime, run: ActionRun) -> str:
+    """Why this run needs a person, in a sentence: the manifest's rule, or signoff's default."""
+    action = runtime.registry.resolve(run.action_id)
+    if action is None:
+        return "Its action is no longer registered."
+    definition = action.definition
+    spec = definition.approval
+    who = f"{spec.count} approval(s) from {', '.join(spec.approver_roles)}"
+    if spec.when == DEFAULT_APPROVAL_WHEN:
+        if definition.risk == "critical":
+            return f"The action is critical risk, so signoff's default rule asks for {who}."
+        return (
+            f"An agent proposed a {definition.effect} action, so signoff's default rule asks "
+            f"for {who}."
+        )
+    return f"The manifest's rule `{spec.when}` matched ({definition.risk} risk); it needs {who}."
+
+
+def now(runtime: Runtime) -> datetime:
+    return runtime.clock.now()
 
 
 def may_decide(run: ActionRun, caller: Caller) -> bool:
@@ -182,12 +226,16 @@ def describe(code: str) -> str:
 
 __all__ = [
     "MASK",
+    "ActionFacts",
     "Field",
+    "action_facts",
+    "approval_reason",
     "describe",
     "input_fields",
     "is_candidate",
     "masked_input",
     "may_decide",
+    "now",
     "pending_for",
     "relative",
     "run_json",

@@ -269,7 +269,12 @@ async def test_a_decision_made_in_the_api_updates_the_slack_message_too() -> Non
 
 @pytest.mark.parametrize(
     "users",
-    ['{"U1": {"id": "a", "tenant": "t"}}', '{"U1": {"id": "a", "tenant": "t", "roles": 5}}', "[]", "{"],
+    [
+        '{"U1": {"id": "a", "tenant": "t"}}',
+        '{"U1": {"id": "a", "tenant": "t", "roles": 5}}',
+        "[]",
+        "{",
+    ],
 )
 def test_a_malformed_user_mapping_is_a_configuration_error(users: str) -> None:
     from signoff.surfaces.web.slack import SlackConfigError

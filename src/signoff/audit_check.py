@@ -1,8 +1,8 @@
-"""Reading the audit trail back: export it, and verify that it explains every run's state.
+"""The run half of ``signoff audit verify``: each run's events explain its stored state.
 
-The check is a consistency check, not tamper-proofing: each run's events must start with the
-proposal, belong to the run and its tenant, move only along the transition table, end in the
-run's stored status, and record at most one terminal result.
+Each run's events must start with the proposal, belong to the run and its tenant, move only along
+the transition table, end in the run's stored status, and record at most one terminal result.
+Tamper evidence (hash chains, signed checkpoints) is ``signoff.audit.verify``.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import itertools
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
 
 from signoff.core.ports import AuditEvent, Store
 from signoff.core.run import TERMINAL_STATUSES, ActionRun, RunStatus, can_transition
@@ -38,20 +37,6 @@ async def runs_with_events(
         if len(page) < PAGE:
             return
         before = page[-1].run_id
-
-
-def event_record(event: AuditEvent) -> dict[str, Any]:
-    return {
-        "seq": event.seq,
-        "run_id": event.run_id,
-        "tenant_id": event.tenant_id,
-        "kind": event.kind,
-        "at": event.at.isoformat(),
-        "actor": event.actor,
-        "status": event.status,
-        "code": event.code,
-        "data": event.data,
-    }
 
 
 def check_trail(run: ActionRun, events: list[AuditEvent]) -> list[AuditProblem]:

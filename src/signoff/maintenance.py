@@ -1,6 +1,8 @@
 """The server's housekeeping loop: keep this incarnation's heartbeat fresh, expire overdue
-approvals, apply orphan policies, recover RUNNING runs whose holder died, and forget completed
-duplicate entries past their retention. Every server (stdio and HTTP) runs it.
+approvals, apply orphan policies, recover RUNNING runs whose holder died, forget completed
+duplicate entries past their retention, and sign checkpoints of the audit chain heads every
+``checkpoint_every`` seconds when an audit key ring is configured (``SIGNOFF_AUDIT_KEYS``).
+Every server (stdio and HTTP) runs it.
 
 ``maintenance(runtime)`` is an async context manager (a Starlette lifespan fits it via
 ``maintenance_lifespan``): the loop runs while the server does and stops with it. A failing step
@@ -12,16 +14,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
+from signoff.audit.checkpoints import checkpoint_heads
+from signoff.audit.keys import KeyRing, keys_from_env
 from signoff.core.runtime import Runtime
 from signoff.store.retention import DEFAULT_DUPLICATE_RETENTION, purge_duplicates
 
 DEFAULT_EVERY = 15.0
+DEFAULT_CHECKPOINT_EVERY = 3600.0
 STOP_GRACE_SECONDS = 5.0
 log = logging.getLogger("signoff.maintenance")
 
@@ -32,6 +38,7 @@ class TickReport:
     orphaned: int = 0
     recovered: int = 0
     purged: int = 0
+    checkpoints: int = 0
     failures: list[str] = field(default_factory=list)
 
 
@@ -44,10 +51,17 @@ class Maintenance:
         *,
         every: float = DEFAULT_EVERY,
         retention: timedelta = DEFAULT_DUPLICATE_RETENTION,
+        audit_keys: KeyRing | str | None = "env",
+        checkpoint_every: float = DEFAULT_CHECKPOINT_EVERY,
     ) -> None:
         self.runtime = runtime
         self.every = every
         self.retention = retention
+        # "env": the key ring named by SIGNOFF_AUDIT_KEYS, read at each checkpoint (a bad one
+        # fails that step, logged; ``signoff serve`` refuses to start on it).
+        self.audit_keys = audit_keys
+        self.checkpoint_every = timedelta(seconds=checkpoint_every)
+        self._last_checkpoint: datetime | None = None
         self.ticks = 0
         self.last: TickReport | None = None
         self._ticked = asyncio.Condition()
@@ -62,6 +76,7 @@ class Maintenance:
             ("sweep_external", self.runtime.sweep_external),
             ("recover_running", self._recover),
             ("purge_duplicates", self._purge),
+            ("audit_checkpoint", self._checkpoint),
         ]
         for name, step in steps:
             try:
@@ -78,6 +93,8 @@ class Maintenance:
                 report.recovered = count
             elif name == "purge_duplicates":
                 report.purged = count
+            elif name == "audit_checkpoint":
+                report.checkpoints = count
         async with self._ticked:
             self.ticks += 1
             self.last = report
@@ -95,6 +112,19 @@ class Maintenance:
             )
         except (NotImplementedError, AttributeError):  # a store without retention support
             return 0
+
+    async def _checkpoint(self) -> int:
+        keys = keys_from_env(os.environ) if self.audit_keys == "env" else self.audit_keys
+        if not isinstance(keys, KeyRing) or keys.signing_key is None:
+            return 0
+        now = self.runtime.clock.now()
+        if self._last_checkpoint is not None and now - self._last_checkpoint < (
+            self.checkpoint_every
+        ):
+            return 0
+        made = await checkpoint_heads(self.runtime.store, keys, now)
+        self._last_checkpoint = now
+        return len(made)
 
     async def run(self) -> None:
         try:
@@ -120,9 +150,10 @@ async def maintenance(
     *,
     every: float = DEFAULT_EVERY,
     retention: timedelta = DEFAULT_DUPLICATE_RETENTION,
+    **options: Any,
 ) -> AsyncIterator[Maintenance]:
     """Run the housekeeping loop in the background for the duration of the block."""
-    loop = Maintenance(runtime, every=every, retention=retention)
+    loop = Maintenance(runtime, every=every, retention=retention, **options)
     task = asyncio.get_running_loop().create_task(loop.run(), name="signoff-maintenance")
     try:
         yield loop

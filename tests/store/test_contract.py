@@ -8,6 +8,7 @@ from datetime import timedelta
 
 import pytest
 
+from signoff.core.chain import GENESIS, recomputed_hash
 from signoff.core.ports import AuditEvent, DuplicateState, RunAlreadyExists, Store
 from signoff.core.run import ActionRun, DuplicateScope, RunStatus
 from tests.store.conftest import Backend
@@ -322,7 +323,12 @@ async def test_audit_events_round_trip_in_append_order(backend: Backend, tenant:
         await unit.audit.append([])
     async with store.unit() as unit:
         listed = await unit.audit.list_for_run(run_id)
-    assert [replace(e, seq=None) for e in listed] == events
+    assert [replace(e, seq=None, chain_seq=None, prev_hash=None, hash=None) for e in listed] == (
+        events
+    )
+    assert [e.chain_seq for e in listed] == [1, 2]
+    assert [e.prev_hash for e in listed] == [GENESIS, listed[0].hash]
+    assert all(e.hash == recomputed_hash(e) for e in listed)
     seqs = [e.seq or 0 for e in listed]
     assert 0 not in seqs and seqs == sorted(seqs)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -101,3 +102,30 @@ async def test_the_servers_lifespan_runs_the_sweeper() -> None:
             await site.runtime.store.wait_for_change(pending.run_id, run.version, DEADLINE)
         expired = await site.runtime.load(pending.run_id)
     assert expired is not None and expired.status is RunStatus.EXPIRED
+
+
+async def test_a_tick_signs_audit_checkpoints_of_moved_heads_once_per_interval(
+    site: Site,
+) -> None:
+    import base64
+
+    from signoff.audit.keys import KeyRing
+    from signoff.audit.verify import verify_trail
+
+    secret = base64.b64encode(b"s" * 32).decode()
+    keys = KeyRing.parse(
+        {"signing_key": "k", "keys": [{"id": "k", "algorithm": "hmac-sha256", "secret": secret}]},
+        base=Path("."),
+    )
+    chores = Maintenance(site.runtime, audit_keys=keys, checkpoint_every=3600)
+    await site.propose(SMALL, key="a")
+    assert (await chores.tick()).checkpoints == 1
+    await site.propose(SMALL, key="b")
+    assert (await chores.tick()).checkpoints == 0  # within the interval
+    site.clock.advance(timedelta(hours=1))
+    assert (await chores.tick()).checkpoints == 1
+    site.clock.advance(timedelta(hours=1))
+    assert (await chores.tick()).checkpoints == 0  # the head has not moved
+    report = await verify_trail(site.runtime.store, keys)
+    assert report.problems == []
+    assert (report.checkpoints, report.unverified_checkpoints) == (2, 0)

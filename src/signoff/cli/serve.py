@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from signoff.app import Application
+from signoff.audit.keys import KeyRingError, keys_from_env
 from signoff.cli.hosting import (
     HostOption,
     PortOption,
@@ -115,6 +116,10 @@ def serve(
     signoff:approve (SIGNOFF_SCOPE_PROPOSE, SIGNOFF_SCOPE_APPROVE); the resource metadata names
     SIGNOFF_AUTHORIZATION_SERVER (default: SIGNOFF_JWT_ISSUER).
     """
+    try:
+        keys_from_env(os.environ)  # housekeeping signs audit checkpoints with it
+    except KeyRingError as exc:
+        misconfigured(f"cannot start: {exc}", exc.code)
     if transport is Transport.STDIO:
         caller = _caller_or_exit(principal, tenant, roles)
         _log_to_stderr()

@@ -66,6 +66,34 @@ class AuditEvent:
     code: str | None = None
     data: dict[str, Any] | None = None
     seq: int | None = None
+    # The tenant's hash chain (``core/chain.py``), set by the store on append; ``None`` for
+    # events written before the chain existed ("pre-chain").
+    chain_seq: int | None = None
+    prev_hash: str | None = None
+    hash: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChainHead:
+    """The last link of a tenant's chain (``chain_seq`` 0 and 64 zeros: nothing yet)."""
+
+    tenant_id: str
+    chain_seq: int
+    hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """A signed statement "tenant T's chain had head H at number N" (``audit/checkpoints.py``)."""
+
+    tenant_id: str
+    chain_seq: int
+    head_hash: str
+    at: datetime
+    key_id: str
+    algorithm: str
+    signature: str
+    id: int | None = None
 
 
 class RunStore(Protocol):
@@ -104,8 +132,32 @@ class DuplicateStore(Protocol):
 
 
 class AuditLog(Protocol):
-    async def append(self, events: Sequence[AuditEvent]) -> None: ...
+    async def append(self, events: Sequence[AuditEvent]) -> None:
+        """Append to each tenant's chain under the store's own concurrency control: concurrent
+        writers never fork a chain (``chain.link`` numbers and hashes them after the head)."""
+        ...
+
     async def list_for_run(self, run_id: str) -> list[AuditEvent]: ...
+    async def scan(
+        self, after_seq: int = 0, limit: int = 500, tenant_id: str | None = None
+    ) -> list[AuditEvent]:
+        """Events with ``seq > after_seq`` in ``seq`` order (export and verification)."""
+        ...
+
+    async def heads(self) -> list[ChainHead]:
+        """Every tenant's chain head, as the store records it."""
+        ...
+
+    async def pre_chain_through(self) -> int:
+        """Events up to this ``seq`` were written before the chain existed (0: none)."""
+        ...
+
+    async def add_checkpoint(self, checkpoint: Checkpoint) -> None: ...
+    async def checkpoints(
+        self, tenant_id: str | None = None, after_id: int = 0, limit: int = 500
+    ) -> list[Checkpoint]:
+        """Stored checkpoints with ``id > after_id``, oldest first."""
+        ...
 
 
 class WorkerRegistry(Protocol):

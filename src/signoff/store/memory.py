@@ -14,10 +14,14 @@ import asyncio
 import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from datetime import datetime
 
+from signoff.core.chain import GENESIS, by_tenant, link
 from signoff.core.ports import (
     AuditEvent,
+    ChainHead,
+    Checkpoint,
     DuplicateEntry,
     DuplicateState,
     Reservation,
@@ -194,31 +198,62 @@ class InMemoryDuplicateStore:
 
 
 class InMemoryAuditLog:
+    """The same chain as the SQL store (``core/chain.link``), appended under one lock."""
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._events: dict[str, list[AuditEvent]] = {}
-        self._seq = 0
+        self._events: list[AuditEvent] = []
+        self._by_run: dict[str, list[AuditEvent]] = {}
+        self._heads: dict[str, ChainHead] = {}
+        self._checkpoints: list[Checkpoint] = []
 
     async def append(self, events: Sequence[AuditEvent]) -> None:
         with self._lock:
-            for event in events:
-                self._seq += 1
-                stored = AuditEvent(
-                    run_id=event.run_id,
-                    tenant_id=event.tenant_id,
-                    kind=event.kind,
-                    at=event.at,
-                    actor=event.actor,
-                    status=event.status,
-                    code=event.code,
-                    data=event.data,
-                    seq=self._seq,
-                )
-                self._events.setdefault(event.run_id, []).append(stored)
+            for tenant_id, batch in by_tenant(events):
+                head = self._heads.get(tenant_id, ChainHead(tenant_id, 0, GENESIS))
+                for linked in link(head, batch):
+                    stored = replace(linked, seq=len(self._events) + 1)
+                    self._events.append(stored)
+                    self._by_run.setdefault(stored.run_id, []).append(stored)
+                    assert stored.chain_seq is not None and stored.hash is not None
+                    self._heads[tenant_id] = ChainHead(tenant_id, stored.chain_seq, stored.hash)
 
     async def list_for_run(self, run_id: str) -> list[AuditEvent]:
         with self._lock:
-            return list(self._events.get(run_id, ()))
+            return list(self._by_run.get(run_id, ()))
+
+    async def scan(
+        self, after_seq: int = 0, limit: int = 500, tenant_id: str | None = None
+    ) -> list[AuditEvent]:
+        with self._lock:
+            found = [
+                e
+                for e in self._events[max(after_seq, 0) :]
+                if tenant_id is None or e.tenant_id == tenant_id
+            ]
+        return found[: max(limit, 0)]
+
+    async def heads(self) -> list[ChainHead]:
+        with self._lock:
+            return sorted(self._heads.values(), key=lambda head: head.tenant_id)
+
+    async def pre_chain_through(self) -> int:
+        return 0
+
+    async def add_checkpoint(self, checkpoint: Checkpoint) -> None:
+        with self._lock:
+            self._checkpoints.append(replace(checkpoint, id=len(self._checkpoints) + 1))
+
+    async def checkpoints(
+        self, tenant_id: str | None = None, after_id: int = 0, limit: int = 500
+    ) -> list[Checkpoint]:
+        with self._lock:
+            found = [
+                c
+                for c in self._checkpoints[max(after_id, 0) :]
+                if tenant_id is None or c.tenant_id == tenant_id
+            ]
+        return found[: max(limit, 0)]
 
 
 class InMemoryWorkerRegistry:

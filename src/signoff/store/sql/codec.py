@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic_core import from_json, to_json
 
-from signoff.core.ports import AuditEvent, DuplicateEntry, DuplicateState
+from signoff.core.ports import AuditEvent, Checkpoint, DuplicateEntry, DuplicateState
 from signoff.core.results import ExecutionResult
 from signoff.core.run import ActionRun, DuplicateScope
 
@@ -84,7 +84,8 @@ def result_json(result: ExecutionResult) -> str:
 
 
 def audit_values(event: AuditEvent) -> dict[str, Any]:
-    """An audit row; ``seq`` is assigned by the database."""
+    """An audit row; ``seq`` is assigned by the database. A chained event's ``data`` is already
+    plain JSON (``chain.link``), so what is stored is what was hashed."""
     return {
         "run_id": event.run_id,
         "tenant_id": event.tenant_id,
@@ -97,6 +98,9 @@ def audit_values(event: AuditEvent) -> dict[str, Any]:
         "data": to_json(event.data, serialize_unknown=True).decode()
         if event.data is not None
         else None,
+        "chain_seq": event.chain_seq,
+        "prev_hash": event.prev_hash,
+        "hash": event.hash,
     }
 
 
@@ -112,4 +116,32 @@ def audit_from_row(row: Mapping[Any, Any]) -> AuditEvent:
         code=row["code"],
         data=from_json(data) if data is not None else None,
         seq=row["seq"],
+        chain_seq=row["chain_seq"],
+        prev_hash=row["prev_hash"],
+        hash=row["hash"],
+    )
+
+
+def checkpoint_values(checkpoint: Checkpoint) -> dict[str, Any]:
+    return {
+        "tenant_id": checkpoint.tenant_id,
+        "chain_seq": checkpoint.chain_seq,
+        "head_hash": checkpoint.head_hash,
+        "at": checkpoint.at,
+        "key_id": checkpoint.key_id,
+        "algorithm": checkpoint.algorithm,
+        "signature": checkpoint.signature,
+    }
+
+
+def checkpoint_from_row(row: Mapping[Any, Any]) -> Checkpoint:
+    return Checkpoint(
+        tenant_id=row["tenant_id"],
+        chain_seq=row["chain_seq"],
+        head_hash=row["head_hash"],
+        at=row["at"],
+        key_id=row["key_id"],
+        algorithm=row["algorithm"],
+        signature=row["signature"],
+        id=row["id"],
     )

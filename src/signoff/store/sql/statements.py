@@ -14,13 +14,22 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.sql.dml import Delete, Insert, Update
 from sqlalchemy.sql.selectable import Select
 
+from signoff.core.chain import GENESIS
 from signoff.core.ports import DuplicateState
 from signoff.core.run import TERMINAL_STATUSES
-from signoff.store.sql.tables import audit_events, duplicates, runs
+from signoff.store.sql.tables import (
+    PRE_CHAIN_THROUGH,
+    audit_checkpoints,
+    audit_events,
+    audit_heads,
+    audit_meta,
+    duplicates,
+    runs,
+)
 
 _TERMINAL = sorted(str(status) for status in TERMINAL_STATUSES)
 _RUNNING = DuplicateState.RUNNING.value
@@ -43,6 +52,35 @@ class Statements:
     purge_duplicates: Delete
     insert_audit: Insert
     audit_for_run: Select[Any]
+    # Chain heads: ``bump_head`` inserts a tenant's head or advances it by ``b_count`` and takes
+    # its row lock (SQLite: the write lock) until commit; with ``bump_returns`` it also returns
+    # (chain_seq after the bump, hash before it), otherwise ``read_head`` reads them.
+    bump_head: Insert
+    bump_returns: bool
+    read_head: Select[Any]
+    set_head_hash: Update
+    all_heads: Select[Any]
+    pre_chain_through: Select[Any]
+    insert_checkpoint: Insert
+
+
+def _bump_head(dialect: str) -> Insert:
+    row = {
+        "tenant_id": sa.bindparam("b_tenant", type_=audit_heads.c.tenant_id.type),
+        "chain_seq": sa.bindparam("b_count", type_=audit_heads.c.chain_seq.type),
+        "head_hash": sa.literal(GENESIS),
+    }
+    if dialect in ("postgresql", "sqlite"):
+        upsert = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(audit_heads)
+        upsert = upsert.values(row)
+        return upsert.on_conflict_do_update(
+            index_elements=["tenant_id"],
+            set_={"chain_seq": audit_heads.c.chain_seq + upsert.excluded.chain_seq},
+        ).returning(audit_heads.c.chain_seq, audit_heads.c.head_hash)
+    mysql_upsert = mysql.insert(audit_heads).values(row)
+    return mysql_upsert.on_duplicate_key_update(
+        chain_seq=audit_heads.c.chain_seq + mysql_upsert.inserted.chain_seq
+    )
 
 
 def statements_for(dialect: str) -> Statements:
@@ -110,4 +148,17 @@ def statements_for(dialect: str) -> Statements:
         audit_for_run=sa.select(audit_events)
         .where(audit_events.c.run_id == sa.bindparam("b_run_id"))
         .order_by(audit_events.c.seq),
+        bump_head=_bump_head(dialect),
+        bump_returns=dialect in ("postgresql", "sqlite"),
+        read_head=sa.select(audit_heads.c.chain_seq, audit_heads.c.head_hash).where(
+            audit_heads.c.tenant_id == sa.bindparam("b_tenant")
+        ),
+        set_head_hash=sa.update(audit_heads)
+        .where(audit_heads.c.tenant_id == sa.bindparam("b_tenant"))
+        .values(head_hash=sa.bindparam("b_hash")),
+        all_heads=sa.select(audit_heads).order_by(audit_heads.c.tenant_id),
+        pre_chain_through=sa.select(audit_meta.c.value).where(
+            audit_meta.c.name == PRE_CHAIN_THROUGH
+        ),
+        insert_checkpoint=sa.insert(audit_checkpoints),
     )

@@ -10,7 +10,13 @@ The schema itself is created and changed only by the Alembic migrations next to 
   (tenant, action, key, visibility), so the database itself decides who reserves first. A hash
   rather than a four-column key because a resource identity has no length limit and MySQL cannot
   index four long ``utf8mb4`` columns; the four parts are stored beside it for people and queries.
-- ``signoff_audit_events``: append-only, ordered by an auto-increment ``seq``.
+- ``signoff_audit_events``: append-only, ordered by an auto-increment ``seq``; each event is a
+  link of its tenant's hash chain (``chain_seq``, ``prev_hash``, ``hash``; unique per tenant).
+- ``signoff_audit_heads``: one row per tenant, the chain's last link. Appending updates it in the
+  same unit of work, and the row lock (SQLite: the database write lock) is what keeps concurrent
+  writers from forking a chain.
+- ``signoff_audit_checkpoints``: signed statements of chain heads (``signoff audit checkpoint``).
+- ``signoff_audit_meta``: ``pre_chain_through_seq``, the last event written before the chain.
 - ``signoff_workers``: the last heartbeat of each runtime incarnation, for crash recovery.
 
 MySQL/MariaDB tables use ``utf8mb4`` with the binary collation, so ids and tenants compare
@@ -30,6 +36,9 @@ RUNS = "signoff_runs"
 DUPLICATES = "signoff_duplicates"
 AUDIT = "signoff_audit_events"
 WORKERS = "signoff_workers"
+AUDIT_HEADS = "signoff_audit_heads"
+AUDIT_CHECKPOINTS = "signoff_audit_checkpoints"
+AUDIT_META = "signoff_audit_meta"
 VERSION_TABLE = "signoff_alembic_version"
 
 MYSQL_TABLE_ARGS: dict[str, Any] = {
@@ -117,9 +126,47 @@ audit_events = sa.Table(
     sa.Column("status", sa.String(32), nullable=True),
     sa.Column("code", sa.String(128), nullable=True),
     sa.Column("data", LongText, nullable=True),
+    # The tenant's hash chain (core/chain.py); NULL for pre-chain events (migration 0003).
+    sa.Column("chain_seq", sa.BigInteger(), nullable=True),
+    sa.Column("prev_hash", sa.String(64), nullable=True),
+    sa.Column("hash", sa.String(64), nullable=True),
     sa.Index("ix_signoff_audit_events_run", "run_id", "seq"),
+    sa.Index("ux_signoff_audit_events_chain", "tenant_id", "chain_seq", unique=True),
     **MYSQL_TABLE_ARGS,
 )
+
+audit_heads = sa.Table(
+    AUDIT_HEADS,
+    metadata,
+    sa.Column("tenant_id", sa.String(255), primary_key=True),
+    sa.Column("chain_seq", sa.BigInteger(), nullable=False),
+    sa.Column("head_hash", sa.String(64), nullable=False),
+    **MYSQL_TABLE_ARGS,
+)
+
+audit_checkpoints = sa.Table(
+    AUDIT_CHECKPOINTS,
+    metadata,
+    sa.Column("id", BigSerial, primary_key=True, autoincrement=True),
+    sa.Column("tenant_id", sa.String(255), nullable=False),
+    sa.Column("chain_seq", sa.BigInteger(), nullable=False),
+    sa.Column("head_hash", sa.String(64), nullable=False),
+    sa.Column("at", UTCDateTime(), nullable=False),
+    sa.Column("key_id", sa.String(255), nullable=False),
+    sa.Column("algorithm", sa.String(32), nullable=False),
+    sa.Column("signature", sa.Text(), nullable=False),
+    sa.Index("ix_signoff_audit_checkpoints_tenant", "tenant_id", "id"),
+    **MYSQL_TABLE_ARGS,
+)
+
+audit_meta = sa.Table(
+    AUDIT_META,
+    metadata,
+    sa.Column("name", sa.String(64), primary_key=True),
+    sa.Column("value", sa.BigInteger(), nullable=False),
+    **MYSQL_TABLE_ARGS,
+)
+PRE_CHAIN_THROUGH = "pre_chain_through_seq"
 
 workers = sa.Table(
     WORKERS,

@@ -1,0 +1,241 @@
+"""``signoff audit verify``: the chain, the checkpoints and the runs, checked from the store.
+
+What is checked, in this order (``docs/audit.md`` states the same rule for an auditor):
+
+1. Chain links, event by event in ``seq`` order: each tenant's events are numbered 1, 2, 3 ...
+   without gaps or repeats, each ``prev_hash`` is the hash of the event before it (64 zeros for
+   the first), and each ``hash`` is the SHA-256 of the event's canonical body. An event without a
+   chain link after the pre-chain cut-off was inserted outside the chain.
+2. Heads: each tenant's recorded head is the last event of its chain (a shorter chain lost its
+   tail).
+3. Checkpoints: each signature verifies with the key ring (when one is given) and the event at
+   the checkpoint's number still has the signed hash (a chain that ends before it was truncated).
+4. Runs: each run's events explain its stored state (``audit_check.check_trail``), and no event
+   belongs to a run that no longer exists.
+
+Only what was committed when the check started is judged: the heads and the last ``seq`` are read
+first, and later events are left for the next check.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from signoff.audit.checkpoints import all_checkpoints, signature_valid
+from signoff.audit.keys import KeyRing
+from signoff.audit_check import check_trail, runs_with_events
+from signoff.core.chain import GENESIS, recomputed_hash
+from signoff.core.ports import AuditEvent, ChainHead, Checkpoint, Store
+
+PAGE = 500
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One finding. ``seq`` orders findings; the first one names the first bad event."""
+
+    seq: int
+    where: str
+    problem: str
+
+    def line(self) -> str:
+        return f"{self.where}: {self.problem}"
+
+
+@dataclass
+class VerifyReport:
+    events: int = 0
+    pre_chain: int = 0
+    runs: int = 0
+    checkpoints: int = 0
+    unverified_checkpoints: int = 0
+    tenants: int = 0
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def first(self) -> Problem | None:
+        return min(self.problems, key=lambda p: p.seq) if self.problems else None
+
+
+def _where(event: AuditEvent) -> str:
+    number = f" #{event.chain_seq}" if event.chain_seq is not None else ""
+    return (
+        f"event seq {event.seq} (tenant {event.tenant_id!r}{number}, run {event.run_id}, "
+        f"{event.kind})"
+    )
+
+
+@dataclass
+class _Chain:
+    chain_seq: int = 0
+    hash: str = GENESIS
+    last: AuditEvent | None = None
+
+
+async def verify_trail(
+    store: Store, keys: KeyRing | None = None, tenant_id: str | None = None
+) -> VerifyReport:
+    report = VerifyReport()
+    checkpoints = await all_checkpoints(store, tenant_id)
+    async with store.unit() as unit:
+        heads = {head.tenant_id: head for head in await unit.audit.heads()}
+        pre_chain_through = await unit.audit.pre_chain_through()
+    watched = {(c.tenant_id, c.chain_seq) for c in checkpoints}
+    seen: dict[tuple[str, int], AuditEvent] = {}
+    chains: dict[str, _Chain] = {}
+    run_ids: dict[str, int] = {}
+    add = report.problems.append
+
+    after = 0
+    while True:
+        async with store.unit() as unit:
+            page = await unit.audit.scan(after_seq=after, limit=PAGE, tenant_id=tenant_id)
+        for event in page:
+            after = event.seq or after
+            if not _check_link(event, chains, heads, pre_chain_through, report):
+                continue  # committed after the check started
+            report.events += 1
+            run_ids.setdefault(event.run_id, after)
+            key = (event.tenant_id, event.chain_seq or 0)
+            if key in watched:
+                seen[key] = event
+        if len(page) < PAGE:
+            break
+
+    missing_heads = set(chains) - set(heads)
+    if missing_heads:  # a tenant's first events may have committed after the heads were read
+        async with store.unit() as unit:
+            heads.update({h.tenant_id: h for h in await unit.audit.heads()})
+    for tenant, chain in sorted(chains.items()):
+        head = heads.get(tenant)
+        if head is None:
+            seq = (chain.last.seq or 0) if chain.last else 0
+            add(Problem(seq, f"tenant {tenant!r}", "its chain head record is missing"))
+        elif head.chain_seq > chain.chain_seq:
+            add(_truncated(tenant, chain, head.chain_seq, "its head record says"))
+    report.tenants = len(chains)
+    _check_checkpoints(checkpoints, chains, seen, keys, report)
+    await _check_runs(store, tenant_id, run_ids, report)
+    report.problems.sort(key=lambda p: p.seq)
+    return report
+
+
+def _check_link(
+    event: AuditEvent,
+    chains: dict[str, _Chain],
+    heads: dict[str, ChainHead],
+    pre_chain_through: int,
+    report: VerifyReport,
+) -> bool:
+    """Check one event against its chain so far; ``False``: it is newer than the check."""
+    seq = event.seq or 0
+    add = report.problems.append
+    if event.chain_seq is None:
+        if seq > pre_chain_through:
+            add(Problem(seq, _where(event), "has no chain link: inserted outside the chain"))
+        else:
+            report.pre_chain += 1
+        return True
+    head = heads.get(event.tenant_id)
+    if head is not None and event.chain_seq > head.chain_seq:
+        return False
+    chain = chains.setdefault(event.tenant_id, _Chain())
+    expected = chain.chain_seq + 1
+    if event.chain_seq > expected:
+        missing = event.chain_seq - expected
+        add(
+            Problem(
+                seq,
+                _where(event),
+                f"the chain jumps from #{chain.chain_seq} to #{event.chain_seq}: "
+                f"{missing} event(s) before it were deleted",
+            )
+        )
+    elif event.chain_seq < expected:
+        add(
+            Problem(
+                seq,
+                _where(event),
+                f"#{event.chain_seq} comes after #{chain.chain_seq} in the log: "
+                "events were reordered or inserted",
+            )
+        )
+    elif event.prev_hash != chain.hash:
+        add(
+            Problem(
+                seq,
+                _where(event),
+                f"does not link to #{chain.chain_seq} before it: an event was replaced, "
+                "deleted or inserted there",
+            )
+        )
+    if event.hash is None or recomputed_hash(event) != event.hash:
+        add(Problem(seq, _where(event), "its content does not match its hash: it was edited"))
+    # Go on from this event, so independent damage further on is reported too.
+    chains[event.tenant_id] = _Chain(event.chain_seq, event.hash or "", event)
+    return True
+
+
+def _truncated(tenant: str, chain: _Chain, claimed: int, source: str) -> Problem:
+    last = chain.last
+    seq = (last.seq or 0) if last is not None else 0
+    return Problem(
+        seq,
+        f"tenant {tenant!r}",
+        f"the chain ends at #{chain.chain_seq} but {source} #{claimed}: "
+        f"events #{chain.chain_seq + 1}..#{claimed} were deleted (truncated tail)",
+    )
+
+
+def _check_checkpoints(
+    checkpoints: list[Checkpoint],
+    chains: dict[str, _Chain],
+    seen: dict[tuple[str, int], AuditEvent],
+    keys: KeyRing | None,
+    report: VerifyReport,
+) -> None:
+    add = report.problems.append
+    for checkpoint in checkpoints:
+        report.checkpoints += 1
+        where = (
+            f"checkpoint {checkpoint.id} (tenant {checkpoint.tenant_id!r} #{checkpoint.chain_seq})"
+        )
+        valid = signature_valid(checkpoint, keys) if keys is not None else None
+        if valid is None:
+            report.unverified_checkpoints += 1
+            if keys is not None:
+                add(Problem(0, where, f"signed by key {checkpoint.key_id!r}, not in the key ring"))
+        elif not valid:
+            add(Problem(0, where, "its signature does not verify: the checkpoint was altered"))
+            continue
+        chain = chains.get(checkpoint.tenant_id, _Chain())
+        if checkpoint.chain_seq > chain.chain_seq:
+            add(_truncated(checkpoint.tenant_id, chain, checkpoint.chain_seq, f"{where} signed"))
+            continue
+        signed = seen.get((checkpoint.tenant_id, checkpoint.chain_seq))
+        if signed is None or signed.hash != checkpoint.head_hash:
+            add(
+                Problem(
+                    (signed.seq or 0) if signed is not None else 0,
+                    where,
+                    f"event #{checkpoint.chain_seq} no longer has the signed hash: "
+                    "the chain was rewritten up to there",
+                )
+            )
+
+
+async def _check_runs(
+    store: Store, tenant_id: str | None, run_ids: dict[str, int], report: VerifyReport
+) -> None:
+    found: set[str] = set()
+    async for run, events in runs_with_events(store, tenant_id):
+        report.runs += 1
+        found.add(run.run_id)
+        for problem in check_trail(run, events):
+            seq = min((e.seq or 0 for e in events), default=0)
+            report.problems.append(Problem(seq, f"run {problem.run_id}", problem.problem))
+    for run_id, seq in run_ids.items():
+        if run_id not in found:
+            report.problems.append(
+                Problem(seq, f"run {run_id}", "has audit events but the run itself was deleted")
+            )

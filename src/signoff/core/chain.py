@@ -1,0 +1,146 @@
+"""The audit hash chain: what an event's hash covers, and how events link (contract §10).
+
+Every tenant has one chain. Event number ``n`` (``chain_seq``, from 1) carries ``prev_hash``, the
+hash of event ``n - 1`` (64 zeros for the first), and ``hash``, the SHA-256 (hex) of the RFC 8785
+canonical JSON of its *body*::
+
+    {"format": "signoff.audit.v1", "tenant_id", "chain_seq", "prev_hash", "run_id", "kind",
+     "at", "actor", "status", "code", "data"}
+
+``at`` is written ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` (UTC, microseconds). ``data`` is stored as
+JSON and hashed as stored; ``chain_safe`` makes it representable in RFC 8785 before it is stored
+(integers beyond +-(2**53 - 1) and non-finite floats become strings), so what is hashed is
+exactly what anybody reads back. ``docs/audit.md`` is the auditor's version of this page.
+
+Stores call ``link`` under their own concurrency control (one chain head per tenant), so the
+hashing rule lives here, once, and the stores only decide the order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+import rfc8785
+from pydantic_core import to_jsonable_python
+
+from signoff.core.ports import AuditEvent, ChainHead
+
+EVENT_FORMAT = "signoff.audit.v1"
+GENESIS = "0" * 64
+_SAFE_INT = 2**53 - 1
+
+
+def canonical_json(value: Any) -> bytes:
+    """RFC 8785 (JSON Canonicalization Scheme) bytes of a JSON value."""
+    return rfc8785.dumps(value)
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def timestamp(at: datetime) -> str:
+    """The one text form of an instant inside hashed and signed bodies."""
+    if at.tzinfo is None:
+        raise ValueError("naive datetimes are ambiguous; pass an aware datetime")
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def chain_safe(value: Any) -> Any:
+    """``value`` (plain JSON) with what RFC 8785 cannot express turned into strings."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int):
+        return value if -_SAFE_INT <= value <= _SAFE_INT else str(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, Mapping):
+        return {str(k): chain_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [chain_safe(v) for v in value]
+    if isinstance(value, datetime) and value.tzinfo is not None:
+        return timestamp(value)
+    # Anything else (a model, an enum, a date): its JSON form, as the stores always wrote it.
+    return chain_safe(to_jsonable_python(value, serialize_unknown=True))
+
+
+def event_body(event: AuditEvent, chain_seq: int, prev_hash: str) -> dict[str, Any]:
+    return {
+        "format": EVENT_FORMAT,
+        "tenant_id": event.tenant_id,
+        "chain_seq": chain_seq,
+        "prev_hash": prev_hash,
+        "run_id": event.run_id,
+        "kind": event.kind,
+        "at": timestamp(event.at),
+        "actor": event.actor,
+        "status": event.status,
+        "code": event.code,
+        "data": event.data,
+    }
+
+
+def event_hash(event: AuditEvent, chain_seq: int, prev_hash: str) -> str:
+    return sha256_hex(canonical_json(event_body(event, chain_seq, prev_hash)))
+
+
+def recomputed_hash(event: AuditEvent) -> str | None:
+    """The hash ``event`` should carry, from its stored content; ``None`` if it is not chained
+    or its content cannot be canonicalised (which is itself a sign of tampering)."""
+    if event.chain_seq is None or event.prev_hash is None:
+        return None
+    try:
+        return event_hash(event, event.chain_seq, event.prev_hash)
+    except (rfc8785.CanonicalizationError, ValueError, TypeError):
+        return None
+
+
+def link(head: ChainHead, events: Sequence[AuditEvent]) -> list[AuditEvent]:
+    """``events`` (all of ``head``'s tenant) numbered and hashed after ``head``, in order.
+
+    ``data`` is replaced by its ``chain_safe`` form, which is what the store must keep.
+    """
+    linked: list[AuditEvent] = []
+    seq, prev = head.chain_seq, head.hash
+    for event in events:
+        if event.tenant_id != head.tenant_id:
+            raise ValueError("link: every event must belong to the head's tenant")
+        seq += 1
+        safe = replace(event, data=chain_safe(event.data) if event.data is not None else None)
+        digest = event_hash(safe, seq, prev)
+        linked.append(replace(safe, chain_seq=seq, prev_hash=prev, hash=digest))
+        prev = digest
+    return linked
+
+
+def by_tenant(events: Sequence[AuditEvent]) -> list[tuple[str, list[AuditEvent]]]:
+    """Events grouped per tenant (order kept inside each), tenants sorted: a fixed lock order."""
+    groups: dict[str, list[AuditEvent]] = {}
+    for event in events:
+        groups.setdefault(event.tenant_id, []).append(event)
+    return sorted(groups.items())
+
+
+CHECKPOINT_FORMAT = "signoff.checkpoint.v1"
+
+
+def checkpoint_message(
+    tenant_id: str, chain_seq: int, head_hash: str, at: datetime, key_id: str, algorithm: str
+) -> bytes:
+    """The bytes a checkpoint's signature covers (RFC 8785 canonical JSON)."""
+    return canonical_json(
+        {
+            "format": CHECKPOINT_FORMAT,
+            "tenant_id": tenant_id,
+            "chain_seq": chain_seq,
+            "head_hash": head_hash,
+            "at": timestamp(at),
+            "key_id": key_id,
+            "algorithm": algorithm,
+        }
+    )

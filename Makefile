@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install lint typecheck test pytest demo format clean bench schema
+.PHONY: install tools lint typecheck test pytest demo format clean bench schema
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +18,11 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 install: $(STAMP)
 
+# Test tools that come from outside PyPI (the MCP conformance suite, via npm): installed here, with a
+# line saying what is downloaded, so the test run itself never downloads anything.
+tools:
+	@tests/conformance/install.sh
+
 lint: install
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/ruff format --check src tests benchmarks examples
@@ -25,7 +30,7 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 
-pytest: install
+pytest: install tools
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test: lint typecheck pytest
@@ -47,4 +52,4 @@ bench: install
 	$(BIN)/python benchmarks/store_throughput.py
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache signoff.db
+	rm -rf $(VENV) .tools .mypy_cache .pytest_cache .ruff_cache signoff.db

@@ -1,35 +1,32 @@
 #!/usr/bin/env bash
 # The official MCP conformance suite (server mode) against `signoff serve --transport http`.
 #
-# Installs Node 22 and @modelcontextprotocol/conformance into .tools/conformance (git-ignored) with
-# npm on first use, starts signoff on a free loopback port with an explicit test identity (the suite
-# sends no credentials; --fixed-identity is refused off loopback), runs the active suite and compares
-# it with tests/conformance/baseline.yml (expected failures, each with its reason).
+# Needs Node 22 and @modelcontextprotocol/conformance in .tools/conformance (git-ignored), installed
+# by tests/conformance/install.sh (`make tools`, a step of `make test`); run by hand, this script
+# runs that first (it prints what it downloads). Under pytest it never installs
+# (SIGNOFF_CONFORMANCE_NO_INSTALL). Starts signoff on a free loopback port with an explicit test
+# identity (the suite sends no credentials; --fixed-identity is refused off loopback), runs the
+# active suite and compares it with tests/conformance/baseline.yml (expected failures, each with
+# its reason).
 #
 # Usage: tests/conformance/run.sh [extra conformance-cli args, e.g. --scenario ping]
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-VERSION=0.1.16
 TOOLS=${SIGNOFF_CONFORMANCE_DIR:-$ROOT/.tools/conformance}
 SIGNOFF=${SIGNOFF_BIN:-$ROOT/.venv/bin/signoff}
 PYTHON=${PYTHON:-$ROOT/.venv/bin/python}
 MANIFESTS=${SIGNOFF_CONFORMANCE_MANIFESTS:-$ROOT/manifests}
 NODE=$TOOLS/node_modules/.bin/node
 SUITE=$TOOLS/node_modules/@modelcontextprotocol/conformance/dist/index.js
-PACKAGE=$TOOLS/node_modules/@modelcontextprotocol/conformance/package.json
 
-installed_version() {
-    [ -f "$PACKAGE" ] && "$PYTHON" -c 'import json,sys; print(json.load(open(sys.argv[1]))["version"])' "$PACKAGE"
-}
-
-if [ ! -x "$NODE" ] || [ "$(installed_version || true)" != "$VERSION" ]; then
-    command -v npm >/dev/null || { echo "conformance: npm is not installed" >&2; exit 3; }
-    mkdir -p "$TOOLS"
-    echo "conformance: installing node@22 and @modelcontextprotocol/conformance@$VERSION into $TOOLS" >&2
-    npm install --prefix "$TOOLS" --no-audit --no-fund --loglevel=error \
-        node@22 "@modelcontextprotocol/conformance@$VERSION" >&2
+if [ -z "${SIGNOFF_CONFORMANCE_NO_INSTALL:-}" ]; then
+    "$HERE/install.sh" >&2
+fi
+if [ ! -x "$NODE" ] || [ ! -f "$TOOLS/.installed-$(cat "$HERE/VERSION")" ]; then
+    echo "conformance: the suite is not installed; run tests/conformance/install.sh (make tools)" >&2
+    exit 3
 fi
 
 PORT=$("$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import subprocess
 import sys
 import zipfile
@@ -16,10 +17,12 @@ from alembic.runtime.migration import MigrationContext
 
 from signoff.store.errors import SchemaOutOfDate, SchemaTooNew, UnsupportedDatabase
 from signoff.store.sql import create_engine, head_revision, open_sql_store, upgrade_database
+from signoff.store.sql import engine as engine_module
 from signoff.store.sql.migrate import current_revision
 from signoff.store.sql.tables import VERSION_TABLE, metadata
 
 ROOT = Path(__file__).resolve().parents[2]
+DEADLINE = 30.0
 
 
 def _dialect(url: str) -> str:
@@ -87,9 +90,42 @@ async def test_a_schema_from_a_newer_signoff_is_refused(tmp_path: Path) -> None:
 
 
 async def test_concurrent_first_starts_migrate_exactly_once(empty_url: str) -> None:
-    results = await asyncio.gather(*(upgrade_database(empty_url) for _ in range(4)))
+    results = await asyncio.gather(*(upgrade_database(empty_url) for _ in range(8)))
     assert sorted(before or "" for before, _ in results).count("") == 1
     assert {after for _, after in results} == {head_revision()}
+
+
+async def test_a_first_start_waits_for_the_write_lock_of_a_file_still_in_rollback_mode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Switching into WAL needs a lock SQLite takes without its busy handler; signoff waits."""
+    path = tmp_path / "fresh.db"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("CREATE TABLE other_app (x)")  # a file with content, in rollback mode
+    holder.execute("BEGIN IMMEDIATE")  # the write lock another first start would hold
+    waited = asyncio.Event()
+    pause = engine_module._wait_for_wal_lock
+
+    async def watched(seconds: float) -> None:
+        waited.set()
+        await pause(seconds)
+
+    monkeypatch.setattr(engine_module, "_wait_for_wal_lock", watched)
+    opening = asyncio.create_task(upgrade_database(f"sqlite+aiosqlite:///{path}"))
+    watching = asyncio.create_task(waited.wait())
+    try:
+        await asyncio.wait({opening, watching}, timeout=DEADLINE, return_when="FIRST_COMPLETED")
+        assert waited.is_set() and not opening.done(), "refused at once instead of waiting"
+    finally:
+        watching.cancel()
+        holder.execute("COMMIT")
+        holder.close()
+    assert await asyncio.wait_for(opening, DEADLINE) == (None, head_revision())
+    check = sqlite3.connect(path)
+    try:
+        assert check.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    finally:
+        check.close()
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,9 @@
 """Async engines per dialect, set up for signoff's access pattern.
 
 - SQLite (``sqlite+aiosqlite``): WAL journal, ``busy_timeout`` and ``synchronous=FULL`` on every
-  connection. Readers never block the writer and vice versa, but SQLite allows ONE writer at a
+  connection. Switching a file into WAL takes an exclusive lock WITHOUT SQLite's busy handler
+  (``busy_timeout`` does not cover it), so several connections opening a fresh file at once would
+  get "database is locked"; each connection retries the switch until the same timeout instead. Readers never block the writer and vice versa, but SQLite allows ONE writer at a
   time per database file: concurrent units of work queue on the write lock (up to the busy
   timeout) instead of running in parallel. Every unit of work starts with its write when it
   writes at all, so a queued writer waits and then proceeds rather than failing. Good for one
@@ -17,6 +19,8 @@ URLs without an async driver get the default one (``postgresql://`` becomes
 
 from __future__ import annotations
 
+import asyncio
+import sqlite3
 from typing import Any
 
 from sqlalchemy import event
@@ -27,6 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from signoff.store.errors import UnsupportedDatabase
 
 SQLITE_BUSY_TIMEOUT_MS = 10_000
+_SQLITE_BUSY = 5  # primary result code; extended codes keep it in the low byte
 _ASYNC_DRIVERS = {
     "sqlite": ("aiosqlite",),
     "postgresql": ("asyncpg",),
@@ -95,9 +100,44 @@ def create_engine(url: str | URL, *, pool_size: int = 10, max_overflow: int = 30
 def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     try:
-        # busy_timeout first: switching the journal mode itself may have to wait for a lock.
         cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
-        cursor.execute("PRAGMA journal_mode = WAL")
+    finally:
+        cursor.close()
+    # On the driver's own connection, so waiting for the lock never blocks the event loop.
+    dbapi_connection.run_async(_enter_wal)
+    cursor = dbapi_connection.cursor()
+    try:
         cursor.execute("PRAGMA synchronous = FULL")
     finally:
         cursor.close()
+
+
+async def _enter_wal(connection: Any) -> None:
+    """``PRAGMA journal_mode = WAL``, waiting up to the busy timeout for the exclusive lock it needs.
+
+    The switch reads the file header in a read transaction, then upgrades it to a write
+    transaction to rewrite the header; SQLite never calls the busy handler for such an upgrade
+    (it could deadlock), so while another connection holds the write lock of a file still in
+    rollback mode (typically: another first start switching it right now) the pragma fails at
+    once with "database is locked". WAL is a property of the file: once any connection
+    switched it, the pragma needs no write lock and succeeds.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    pause = 0.001
+    while True:
+        try:
+            cursor = await connection.execute("PRAGMA journal_mode = WAL")
+            await cursor.close()
+            return
+        except sqlite3.OperationalError as exc:
+            busy = (getattr(exc, "sqlite_errorcode", 0) & 0xFF) == _SQLITE_BUSY
+            if not busy or loop.time() + pause > deadline:
+                raise
+        await _wait_for_wal_lock(pause)
+        pause = min(pause * 2, 0.05)
+
+
+async def _wait_for_wal_lock(pause: float) -> None:
+    """The pause between two attempts to switch into WAL."""
+    await asyncio.sleep(pause)

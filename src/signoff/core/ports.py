@@ -160,14 +160,28 @@ class AuditLog(Protocol):
         ...
 
 
+class Liveness(StrEnum):
+    """What a registry knows at once about an incarnation, without waiting for a heartbeat."""
+
+    ALIVE = "ALIVE"
+    DEAD = "DEAD"
+    UNKNOWN = "UNKNOWN"
+    """Neither its process nor its database session can be observed: the heartbeat decides."""
+
+
 class WorkerRegistry(Protocol):
     """Liveness of runtime incarnations (``instance/incarnation``), for crash recovery.
 
-    Not part of a unit of work: a heartbeat is its own small write.
+    Not part of a unit of work: a heartbeat is its own small write. An incarnation's first
+    heartbeat registers it (where it runs, and a lock its database session holds).
     """
 
     async def heartbeat(self, worker_id: str, now: datetime) -> None: ...
     async def last_seen(self, worker_ids: Sequence[str]) -> dict[str, datetime]: ...
+    async def liveness(self, worker_ids: Sequence[str]) -> dict[str, Liveness]:
+        """DEAD: its process on this host is gone or its database session ended; ALIVE: seen
+        alive that way; UNKNOWN (or absent): only the heartbeat can tell."""
+        ...
 
 
 class StoreUnit(Protocol):

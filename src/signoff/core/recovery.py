@@ -9,7 +9,9 @@
 
 Who holds a RUNNING run is recorded as ``worker_id`` = ``instance/incarnation``. A holder is dead
 when it is an earlier life of this instance (run one live process per instance id), when the
-operator names its instance, or when its heartbeat is older than ``worker_ttl``. A live holder's
+operator names its instance, when the store knows at once that its process on this host is gone or
+its database session has ended (``WorkerRegistry.liveness``), or, only where neither can be known,
+when its heartbeat is older than ``worker_ttl``. A live holder's
 work is never taken over. Recoverers race on compare-and-set; the winner becomes the holder and
 heartbeats, so the others see a live holder and leave the run alone.
 """
@@ -24,6 +26,7 @@ from datetime import timedelta
 from signoff.core.codes import Code
 from signoff.core.definition import ExecutorMode
 from signoff.core.external import ExternalFlow
+from signoff.core.ports import Liveness
 from signoff.core.results import ExecutionResult
 from signoff.core.run import ActionRun, RunStatus
 
@@ -97,9 +100,14 @@ class RecoveryFlow(ExternalFlow):
                 dead.add(holder)
             else:
                 unknown.append(holder)
-        seen = await self.store.workers.last_seen(unknown)
+        known = await self.store.workers.liveness(unknown)
+        dead.update(h for h in unknown if known.get(h) is Liveness.DEAD)
+        # Only where neither the process nor the database session can be observed does the
+        # heartbeat's age decide (another host, a holder from before liveness was recorded).
+        undecided = [h for h in unknown if known.get(h, Liveness.UNKNOWN) is Liveness.UNKNOWN]
+        seen = await self.store.workers.last_seen(undecided)
         cutoff = self.clock.now() - self.worker_ttl
-        dead.update(h for h in unknown if h not in seen or seen[h] < cutoff)
+        dead.update(h for h in undecided if h not in seen or seen[h] < cutoff)
         return dead
 
     async def _recover_running(self, run: ActionRun, report: RecoveryReport) -> None:

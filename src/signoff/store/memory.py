@@ -24,6 +24,7 @@ from signoff.core.ports import (
     Checkpoint,
     DuplicateEntry,
     DuplicateState,
+    Liveness,
     Reservation,
     RunAlreadyExists,
     StoreUnit,
@@ -268,6 +269,10 @@ class InMemoryWorkerRegistry:
     async def last_seen(self, worker_ids: Sequence[str]) -> dict[str, datetime]:
         with self._lock:
             return {w: self._seen[w] for w in worker_ids if w in self._seen}
+
+    async def liveness(self, worker_ids: Sequence[str]) -> dict[str, Liveness]:
+        """Memory is one process's: nothing beyond the heartbeat to observe."""
+        return {}
 
 
 class _Unit:

@@ -82,4 +82,5 @@ class SqlStore:
         return version
 
     async def close(self) -> None:
+        await self._workers.close()
         await self.engine.dispose()

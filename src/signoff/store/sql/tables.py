@@ -17,7 +17,8 @@ The schema itself is created and changed only by the Alembic migrations next to 
   writers from forking a chain.
 - ``signoff_audit_checkpoints``: signed statements of chain heads (``signoff audit checkpoint``).
 - ``signoff_audit_meta``: ``pre_chain_through_seq``, the last event written before the chain.
-- ``signoff_workers``: the last heartbeat of each runtime incarnation, for crash recovery.
+- ``signoff_workers``: each runtime incarnation's last heartbeat, host, pid, process start time
+  and liveness lock name, for crash recovery.
 
 MySQL/MariaDB tables use ``utf8mb4`` with the binary collation, so ids and tenants compare
 exactly (case-sensitively) as they do everywhere else.
@@ -173,5 +174,9 @@ workers = sa.Table(
     metadata,
     sa.Column("worker_id", sa.String(255), primary_key=True),
     sa.Column("last_seen", UTCDateTime(), nullable=False),
+    sa.Column("host", sa.String(255), nullable=True),
+    sa.Column("pid", sa.Integer(), nullable=True),
+    sa.Column("started", sa.Double(), nullable=True),
+    sa.Column("lock_name", sa.String(64), nullable=True),
     **MYSQL_TABLE_ARGS,
 )

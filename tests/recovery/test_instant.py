@@ -81,7 +81,12 @@ def holder(url: str, manifests: Path) -> Iterator[Holder]:
     lines: queue.Queue[str] = queue.Queue()
     assert process.stdout is not None
     stdout = process.stdout
-    threading.Thread(target=lambda: [lines.put(line) for line in stdout], daemon=True).start()
+
+    def pump() -> None:
+        for line in stdout:
+            lines.put(line)
+
+    threading.Thread(target=pump, daemon=True).start()
     try:
         line = lines.get(timeout=DEADLINE)
         assert line.startswith("executing "), line

@@ -1,7 +1,7 @@
 """Where each runtime incarnation runs and which liveness lock it holds (instant crash recovery).
 
-Revision ID: 0003
-Revises: 0002
+Revision ID: 0004
+Revises: 0003
 Create Date: 2026-12-01
 
 Never edit a migration that has shipped; add a new one. Rows written before this revision have
@@ -13,8 +13,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0003"
-down_revision: str | None = "0002"
+revision: str = "0004"
+down_revision: str | None = "0003"
 branch_labels: str | None = None
 depends_on: str | None = None
 

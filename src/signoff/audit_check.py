@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from signoff.core.ports import AuditEvent, Store
 from signoff.core.run import TERMINAL_STATUSES, ActionRun, RunStatus, can_transition
+from signoff.store.faults import DecodeFaults, UndecodableRow
 
 PAGE = 500
 
@@ -65,3 +66,9 @@ def check_trail(run: ActionRun, events: list[AuditEvent]) -> list[AuditProblem]:
     if len(terminal_events) > 1:
         problems.append(f"{len(terminal_events)} terminal events; a run ends once")
     return [AuditProblem(run.run_id, text) for text in problems]
+
+
+def undecodable_rows(store: Store) -> list[UndecodableRow] | None:
+    """Rows the readers skipped so far because they could not be decoded (durable stores)."""
+    faults = getattr(store, "decode_faults", None)
+    return faults.rows() if isinstance(faults, DecodeFaults) else None

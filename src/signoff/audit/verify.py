@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from signoff.audit.checkpoints import all_checkpoints, signature_valid
 from signoff.audit.keys import KeyRing
-from signoff.audit_check import check_trail, runs_with_events
+from signoff.audit_check import check_trail, runs_with_events, undecodable_rows
 from signoff.core.chain import GENESIS, recomputed_hash
 from signoff.core.ports import AuditEvent, ChainHead, Checkpoint, Store
 
@@ -228,14 +228,25 @@ async def _check_runs(
     store: Store, tenant_id: str | None, run_ids: dict[str, int], report: VerifyReport
 ) -> None:
     found: set[str] = set()
+    faults = undecodable_rows(store)
     async for run, events in runs_with_events(store, tenant_id):
         report.runs += 1
         found.add(run.run_id)
         for problem in check_trail(run, events):
             seq = min((e.seq or 0 for e in events), default=0)
             report.problems.append(Problem(seq, f"run {problem.run_id}", problem.problem))
+    unreadable = {row.row_id for row in faults} if faults is not None else set()
     for run_id, seq in run_ids.items():
-        if run_id not in found:
+        if run_id not in found and run_id not in unreadable:
             report.problems.append(
                 Problem(seq, f"run {run_id}", "has audit events but the run itself was deleted")
             )
+    for row in faults or ():
+        where = f"run {row.row_id}" if row.table == "signoff_runs" else f"{row.table} {row.row_id}"
+        report.problems.append(
+            Problem(
+                run_ids.get(row.row_id, 0),
+                where,
+                f"its {row.table} row cannot be decoded and was skipped ({row.error})",
+            )
+        )

@@ -11,8 +11,8 @@ lock is held only until commit and no lock cycle can form.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
@@ -58,7 +58,7 @@ class SqlAuditLog:
 
     async def list_for_run(self, run_id: str) -> list[AuditEvent]:
         result = await self._unit.read(self._unit.sql.audit_for_run, {"b_run_id": run_id})
-        return [audit_from_row(row) for row in result.mappings()]
+        return self._decoded(result.mappings())
 
     async def scan(
         self, after_seq: int = 0, limit: int = 500, tenant_id: str | None = None
@@ -68,7 +68,7 @@ class SqlAuditLog:
             query = query.where(audit_events.c.tenant_id == tenant_id)
         query = query.order_by(audit_events.c.seq).limit(max(limit, 0))
         result = await self._unit.read(query)
-        found = [audit_from_row(row) for row in result.mappings()]
+        found = self._decoded(result.mappings())
         # MySQL compares with trailing-space padding; a tenant must match exactly.
         return found if tenant_id is None else [e for e in found if e.tenant_id == tenant_id]
 
@@ -97,3 +97,15 @@ class SqlAuditLog:
         result = await self._unit.read(query)
         found = [checkpoint_from_row(row) for row in result.mappings()]
         return found if tenant_id is None else [c for c in found if c.tenant_id == tenant_id]
+
+    def _decoded(self, rows: Iterable[Mapping[str, Any]]) -> list[AuditEvent]:
+        events: list[AuditEvent] = []
+        for row in rows:
+            try:
+                events.append(audit_from_row(row))
+            except ValueError as exc:
+                # Keep the event (kind and status are plain columns) without its detail, so the
+                # trail still explains the run; its hash no longer matches, which verify reports.
+                self._unit.faults.record("signoff_audit_events", str(row["seq"]), exc)
+                events.append(audit_from_row({**row, "data": '{"undecodable":true}'}))
+        return events

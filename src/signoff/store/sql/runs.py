@@ -33,7 +33,9 @@ class SqlRunStore:
         data = result.scalar_one_or_none()
         if data is None:
             return None
-        run = run_from_data(data)
+        run = self._decode(run_id, data)
+        if run is None:
+            return None
         # MySQL compares with trailing-space padding; an id must match exactly.
         return run if run.run_id == run_id else None
 
@@ -67,16 +69,32 @@ class SqlRunStore:
         """Newest first (run ids are time-ordered UUIDv7)."""
         if limit <= 0:
             return []
-        query = sa.select(runs.c.data)
+        query = sa.select(runs.c.run_id, runs.c.data)
         if tenant_id is not None:
             query = query.where(runs.c.tenant_id == tenant_id)
         if statuses:
             query = query.where(runs.c.status.in_(sorted({str(s) for s in statuses})))
-        if before_run_id is not None:
-            query = query.where(runs.c.run_id < before_run_id)
-        query = query.order_by(runs.c.run_id.desc()).limit(limit)
-        result = await self._unit.read(query)
-        found = [run_from_data(data) for data in result.scalars()]
-        if tenant_id is None:
-            return found
-        return [run for run in found if run.tenant_id == tenant_id]
+        found: list[ActionRun] = []
+        cursor = before_run_id
+        # An undecodable row is skipped, and the page is refilled past it: callers page with
+        # "fewer than ``limit`` means the end", so a skipped row must not end the listing.
+        while len(found) < limit:
+            wanted = limit - len(found)
+            page = query if cursor is None else query.where(runs.c.run_id < cursor)
+            result = await self._unit.read(page.order_by(runs.c.run_id.desc()).limit(wanted))
+            rows = result.mappings().all()
+            for row in rows:
+                run = self._decode(row["run_id"], row["data"])
+                if run is not None and (tenant_id is None or run.tenant_id == tenant_id):
+                    found.append(run)
+            if len(rows) < wanted:
+                break
+            cursor = rows[-1]["run_id"]
+        return found
+
+    def _decode(self, row_id: str, data: str) -> ActionRun | None:
+        try:
+            return run_from_data(data)
+        except ValueError as exc:  # pydantic's ValidationError and the JSON parser's errors
+            self._unit.faults.record("signoff_runs", row_id, exc)
+            return None

@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from signoff.core.ports import StoreUnit
+from signoff.store.faults import DecodeFaults
 from signoff.store.sql.notify import ChangeNotifier
 from signoff.store.sql.statements import statements_for
 from signoff.store.sql.unit import SqlUnit
@@ -31,6 +32,7 @@ class SqlStore:
         # SQLite has one writer at a time; see ``unit.py`` for why writers queue here.
         self._write_lock = asyncio.Lock() if self.dialect == "sqlite" else None
         self._workers = SqlWorkerRegistry(engine)
+        self.decode_faults = DecodeFaults()
 
     @property
     def workers(self) -> SqlWorkerRegistry:
@@ -40,7 +42,7 @@ class SqlStore:
     @asynccontextmanager
     async def unit(self) -> AsyncIterator[StoreUnit]:
         """One transaction: committed on a clean exit, rolled back on any error."""
-        unit = SqlUnit(self.engine, self._sql, self._write_lock)
+        unit = SqlUnit(self.engine, self._sql, self._write_lock, self.decode_faults)
         try:
             yield unit
         except BaseException:

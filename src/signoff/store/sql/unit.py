@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql.base import Executable
 
 from signoff.store.errors import StoreError
+from signoff.store.faults import DecodeFaults
 from signoff.store.sql.audit import SqlAuditLog
 from signoff.store.sql.duplicates import SqlDuplicateStore
 from signoff.store.sql.engine import SQLITE_BUSY_TIMEOUT_MS
@@ -42,15 +43,21 @@ class SqlUnit:
         "audit",
         "changed_runs",
         "duplicates",
+        "faults",
         "runs",
         "sql",
         "wrote",
     )
 
     def __init__(
-        self, engine: AsyncEngine, sql: Statements, write_lock: asyncio.Lock | None = None
+        self,
+        engine: AsyncEngine,
+        sql: Statements,
+        write_lock: asyncio.Lock | None = None,
+        faults: DecodeFaults | None = None,
     ) -> None:
         self._engine = engine
+        self.faults = faults if faults is not None else DecodeFaults()
         self._write_lock = write_lock
         self._conn: AsyncConnection | None = None
         self.sql = sql

@@ -116,7 +116,8 @@ def test_audit_verify_names_an_undecodable_run_row_and_still_checks_the_rest(
     runner = CliRunner()
     verify = runner.invoke(app, ["audit", "verify", "--database", url])
     assert verify.exit_code == 1
-    assert f"{bad}: signoff_runs row cannot be decoded" in verify.output
+    assert f"run {bad}: its signoff_runs row cannot be decoded" in verify.output
+    assert "has audit events but the run itself was deleted" not in verify.output
     listing = runner.invoke(app, ["runs", "list", "--database", url])
     assert listing.exit_code == 0, listing.output
     export = runner.invoke(app, ["audit", "export", "--database", url])

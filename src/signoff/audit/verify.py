@@ -228,13 +228,13 @@ async def _check_runs(
     store: Store, tenant_id: str | None, run_ids: dict[str, int], report: VerifyReport
 ) -> None:
     found: set[str] = set()
-    faults = undecodable_rows(store)
     async for run, events in runs_with_events(store, tenant_id):
         report.runs += 1
         found.add(run.run_id)
         for problem in check_trail(run, events):
             seq = min((e.seq or 0 for e in events), default=0)
             report.problems.append(Problem(seq, f"run {problem.run_id}", problem.problem))
+    faults = undecodable_rows(store)  # what the reads above had to skip
     unreadable = {row.row_id for row in faults} if faults is not None else set()
     for run_id, seq in run_ids.items():
         if run_id not in found and run_id not in unreadable:

@@ -36,7 +36,8 @@ class DecodeFaults:
     def record(self, table: str, row_id: str, exc: BaseException) -> None:
         # The error text is the library's (pydantic, JSON parser): operators read it in the log
         # and in `audit verify`; it never reaches an agent. Bounded so one row cannot flood logs.
-        error = f"{type(exc).__name__}: {str(exc)[:200]}"
+        text = " ".join(line.strip() for line in str(exc).splitlines()[:2])
+        error = f"{type(exc).__name__}: {text[:200]}"
         with self._lock:
             self.skipped_total += 1
             key = (table, row_id)

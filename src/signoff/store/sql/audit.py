@@ -98,7 +98,7 @@ class SqlAuditLog:
         found = [checkpoint_from_row(row) for row in result.mappings()]
         return found if tenant_id is None else [c for c in found if c.tenant_id == tenant_id]
 
-    def _decoded(self, rows: Iterable[Mapping[str, Any]]) -> list[AuditEvent]:
+    def _decoded(self, rows: Iterable[Mapping[Any, Any]]) -> list[AuditEvent]:
         events: list[AuditEvent] = []
         for row in rows:
             try:

@@ -5,15 +5,18 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 from signoff.core.codes import Code, ExecutionStatus
 from signoff.core.compiled import CompiledAction
 from signoff.core.definition import Hook
+from signoff.core.disclosure import exception_detail
 from signoff.core.results import ExecutionContext, ExecutionResult, GuardDecision
 
 T = TypeVar("T")
+log = logging.getLogger("signoff")
 
 
 def _is_async(hook: Hook) -> bool:
@@ -38,8 +41,9 @@ async def run_guard(action: CompiledAction, context: ExecutionContext) -> GuardD
         return GuardDecision.allow()
     try:
         decision = await call_hook(guard, context)
-    except Exception as exc:
-        return GuardDecision.deny(Code.PRE_EXECUTION_DENIED, f"guard raised {type(exc).__name__}")
+    except Exception:
+        log.exception("run %s: the pre-execution guard raised", context.run_id)
+        return GuardDecision.deny(Code.PRE_EXECUTION_DENIED, "The pre-execution check failed.")
     if isinstance(decision, GuardDecision):
         return decision
     if decision is True:
@@ -97,8 +101,9 @@ async def run_executor(action: CompiledAction, context: ExecutionContext) -> Exe
         )
     except Exception as exc:
         return ExecutionResult.manual_review_failure(
-            Code.ACTION_EXECUTION_EXCEPTION, f"executor raised {type(exc).__name__}: {exc}"
-        )
+            Code.ACTION_EXECUTION_EXCEPTION,
+            "The executor failed; the side effect may have happened.",
+        ).model_copy(update={"detail": exception_detail(exc)})
     return normalize_result(action, value)
 
 

@@ -96,7 +96,11 @@ def event(
     code: str | None = None,
     **data: Any,
 ) -> AuditEvent:
-    """An audit event stamped with the run's id, tenant and (new) status."""
+    """An audit event stamped with the run's id, tenant and (new) status.
+
+    A result's operator ``detail`` (already redacted) is recorded here and nowhere else."""
+    if run.result is not None and run.result.detail and "detail" not in data:
+        data["detail"] = run.result.detail
     return AuditEvent(
         run_id=run.run_id,
         tenant_id=run.tenant_id,

@@ -9,6 +9,7 @@ from typing import Any
 from signoff.core.cel_expr import CelEvaluationError
 from signoff.core.codes import Code
 from signoff.core.compiled import CompiledAction
+from signoff.core.disclosure import exception_detail
 from signoff.core.identity import Channel, Principal, ProposerType
 from signoff.core.results import ExecutionResult
 
@@ -54,11 +55,12 @@ def _variables(
 
 
 def _error(where: str, exc: Exception) -> PolicyDecision:
+    """Fail closed. The agent learns which rule; the library's text goes to the audit trail."""
+    denial = ExecutionResult.denied(
+        Code.POLICY_EVALUATION_ERROR, f"The policy could not be evaluated ({where}); denied."
+    )
     return PolicyDecision(
-        resource=None,
-        denial=ExecutionResult.denied(
-            Code.POLICY_EVALUATION_ERROR, f"Policy could not be evaluated ({where}): {exc}"
-        ),
+        resource=None, denial=denial.model_copy(update={"detail": exception_detail(exc)})
     )
 
 

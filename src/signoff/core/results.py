@@ -27,6 +27,9 @@ class ExecutionResult(BaseModel):
     message: str = ""
     output: JsonObject | None = None
     _possibly_applied: bool = PrivateAttr(default=False)
+    detail: str | None = Field(default=None, exclude=True, repr=False)
+    """Operator detail (redacted exception text, an upstream error): written to the run's audit
+    trail only — never serialised with the result, so never stored, replayed or answered."""
 
     @model_validator(mode="before")
     @classmethod

@@ -28,6 +28,7 @@ from urllib.parse import quote
 import httpx
 
 from signoff.core.codes import ExecutionStatus
+from signoff.core.disclosure import redact
 from signoff.core.results import ExecutionContext, ExecutionResult
 from signoff.manifest.http_response import ResponseSpec
 from signoff.manifest.http_template import (
@@ -143,14 +144,15 @@ class HttpExecutor:
     async def _exchange(self, client: httpx.AsyncClient, request: httpx.Request) -> ExecutionResult:
         try:
             response = await client.send(request, stream=True)
-        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout):
+        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
             return ExecutionResult.retryable_failure(
                 "HTTP_UNREACHABLE", "the endpoint could not be reached; nothing was sent"
-            )
+            ).model_copy(update={"detail": _detail(request, exc)})
         except httpx.TimeoutException:
             return self._lost("HTTP_TIMEOUT", f"no response within {self.timeout}s")
         except httpx.TransportError as exc:
-            return self._lost("HTTP_CONNECTION_LOST", _lost_message(exc))
+            lost = self._lost("HTTP_CONNECTION_LOST", _lost_message(exc))
+            return lost.model_copy(update={"detail": _detail(request, exc)})
         try:
             content = await _read_limited(response, self.response.max_bytes)
         except httpx.TimeoutException:
@@ -165,6 +167,11 @@ class HttpExecutor:
     def _lost(code: str, message: str) -> ExecutionResult:
         """The request may have arrived and had its effect."""
         return ExecutionResult.possibly_applied_failure(code, message)
+
+
+def _detail(request: httpx.Request, exc: Exception) -> str:
+    """For the run's audit trail only: where it went and what failed, credentials redacted."""
+    return redact(f"{request.method} {request.url}: {type(exc).__name__}: {exc}")
 
 
 def _lost_message(exc: Exception) -> str:

@@ -35,6 +35,7 @@ from signoff.core.runtime import Runtime
 from signoff.surfaces.mcp.identity import Caller, bearer_identity, fixed_identity
 from signoff.surfaces.mcp.server import SignoffMCP
 from signoff.surfaces.scopes import ScopeRefusal, Scopes
+from signoff.surfaces.web.http import FaultBarrier
 
 MCP_PATH = "/mcp"
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
@@ -148,7 +149,7 @@ def build_http_app(
     app = Starlette(
         debug=options.debug,
         routes=routes,
-        middleware=list(options.middleware),
+        middleware=[Middleware(FaultBarrier), *options.middleware],
         lifespan=lifespan,
     )
     app.state.signoff_mcp = surface

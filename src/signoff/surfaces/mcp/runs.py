@@ -7,6 +7,7 @@ that does not exist (``ACTION_RUN_NOT_FOUND``).
 from __future__ import annotations
 
 from signoff.core.codes import ExecutionStatus
+from signoff.core.input_limits import has_bad_text, safe_text
 from signoff.core.outcomes import outcome_of
 from signoff.core.results import ActionOutcome
 from signoff.core.run import NON_TERMINAL_STATUSES, ActionRun, RunStatus
@@ -29,12 +30,26 @@ _CANDIDATES: dict[ExecutionStatus, frozenset[RunStatus]] = {
 _MAX_PAGES = 10
 
 
+def _plausible(run_id: str) -> bool:
+    """Could be a run id: bounded, no NUL or lone surrogate (which some databases reject with
+    an error carrying the SQL and its parameters)."""
+    return 0 < len(run_id) <= 64 and not has_bad_text(run_id)
+
+
 class RunQueries:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
 
+    async def find(self, caller: Caller, run_id: str) -> ActionOutcome | None:
+        """The run's outcome, or ``None``: an id no run can have is not looked up at all."""
+        if not _plausible(run_id):
+            return None
+        return await self.runtime.get(run_id, caller.tenant_id)
+
     async def get(self, caller: Caller, run_id: str, wait_seconds: float = 0) -> ActionOutcome:
         """The run's outcome; with ``wait_seconds`` it first waits (woken by the change itself)."""
+        if not _plausible(run_id):
+            return Runtime.not_found(safe_text(run_id, 64))
         wait = min(max(wait_seconds, 0.0), float(MAX_WAIT_SECONDS))
         if wait > 0:
             outcome = await self.runtime.wait(run_id, caller.tenant_id, wait)
@@ -43,6 +58,8 @@ class RunQueries:
         return outcome if outcome is not None else Runtime.not_found(run_id)
 
     async def cancel(self, caller: Caller, run_id: str) -> ActionOutcome:
+        if not _plausible(run_id):
+            return Runtime.not_found(safe_text(run_id, 64))
         return await self.runtime.cancel(run_id, caller.tenant_id, caller.principal)
 
     async def list(
@@ -52,7 +69,7 @@ class RunQueries:
         wanted = ExecutionStatus(status) if status is not None else None
         statuses = sorted(_CANDIDATES[wanted]) if wanted is not None else None
         found: list[ActionOutcome] = []
-        cursor = before
+        cursor = before if before is None or _plausible(before) else ""
         exhausted = False
         for _ in range(_MAX_PAGES):
             async with self.runtime.store.unit() as unit:

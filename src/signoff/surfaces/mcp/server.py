@@ -27,9 +27,11 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel
 
 from signoff import __version__
+from signoff.core.codes import Code
 from signoff.core.compiled import ActionRegistry
 from signoff.core.definition import tool_name
 from signoff.core.identity import Channel, ProposerType
+from signoff.core.input_limits import safe_text
 from signoff.core.proposal import ActionProposal
 from signoff.core.results import ActionOutcome
 from signoff.core.runtime import Runtime
@@ -161,7 +163,12 @@ class SignoffMCP:
                     listing = tools.RunList(runs=[], code=refusal.code, message=refusal.message)
                     return _tool_result(listing, is_error=True)
                 return _tool_result(refusal, is_error=True)
-            model, is_error = await builtin(caller, arguments)
+            try:
+                model, is_error = await builtin(caller, arguments)
+            except Exception:
+                # A store fault: the SDK would send the exception's text (SQL, parameters).
+                logger.exception("%s failed", params.name)
+                return _tool_result(tools.runtime_failure(params.name), is_error=True)
             return _tool_result(model, is_error=is_error)
         action = self.registry.resolve_tool(params.name)
         # An unknown name goes to the pipeline as it is: it records ACTION_NOT_REGISTERED.
@@ -217,7 +224,10 @@ class SignoffMCP:
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
         caller = self._caller(ctx)
-        listing = await self._runs.list(caller, status=None, limit=20, before=None)
+        try:
+            listing = await self._runs.list(caller, status=None, limit=20, before=None)
+        except Exception as exc:
+            raise _internal("resources/list") from exc
         resources = [
             types.Resource(
                 uri=tools.RUN_URI_PREFIX + outcome.run_id,
@@ -250,11 +260,16 @@ class SignoffMCP:
         run_id = (
             uri.removeprefix(tools.RUN_URI_PREFIX) if uri.startswith(tools.RUN_URI_PREFIX) else ""
         )
-        outcome = await self.runtime.get(run_id, caller.tenant_id) if run_id else None
+        try:
+            outcome = await self._runs.find(caller, run_id) if run_id else None
+        except Exception as exc:
+            raise _internal("resources/read") from exc
         if outcome is None:
             # A run of another tenant reads exactly like one that does not exist.
             raise MCPError(
-                code=types.INVALID_PARAMS, message="Resource not found.", data={"uri": uri}
+                code=types.INVALID_PARAMS,
+                message="Resource not found.",
+                data={"uri": safe_text(uri, 300)},
             )
         text = outcome.model_dump_json()
         contents = types.TextResourceContents(uri=uri, mime_type="application/json", text=text)
@@ -287,6 +302,16 @@ class SignoffMCP:
         await self._bus.publish(ToolsListChanged())
         for connection in list(self._legacy_connections):
             await connection.notify("notifications/tools/list_changed", None)
+
+
+def _internal(operation: str) -> MCPError:
+    """A fault inside signoff, as a JSON-RPC error without its text; the log has the detail."""
+    logger.exception("%s failed", operation)
+    return MCPError(
+        code=types.INTERNAL_ERROR,
+        message=f"signoff could not answer this request [{Code.ACTION_RUNTIME_FAILED}].",
+        data={"code": Code.ACTION_RUNTIME_FAILED},
+    )
 
 
 def _tool_result(model: BaseModel, *, is_error: bool) -> types.CallToolResult:

@@ -227,3 +227,15 @@ def refusal(tool: str, code: str, message: str) -> ActionOutcome:
 
 def invalid_arguments(tool: str, message: str) -> ActionOutcome:
     return refusal(tool, Code.INPUT_VALIDATION_FAILED, message)
+
+
+def runtime_failure(tool: str) -> ActionOutcome:
+    """A built-in tool could not answer because signoff itself failed (a store fault)."""
+    return ActionOutcome(
+        run_id="",
+        action=tool,
+        status=ExecutionStatus.FAILED,
+        code=Code.ACTION_RUNTIME_FAILED,
+        retry=RetryDisposition.AFTER_BACKOFF,
+        message="signoff could not answer right now; nothing was changed. Try again later.",
+    )

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from signoff.core.codes import Code
 from signoff.surfaces.scopes import ScopeRefusal
 
 MAX_BODY_BYTES = 64 * 1024
+log = logging.getLogger("signoff.http")
 
 # HTTP status of each answer code; anything not listed is a 200 (the decision or completion
 # happened, or the stored result is returned).
@@ -83,3 +86,43 @@ def insufficient_scope(refusal: ScopeRefusal) -> JSONResponse:
     )
     response.headers["WWW-Authenticate"] = refusal.challenge()
     return response
+
+
+class FaultBarrier:
+    """ASGI middleware: a fault inside signoff (a store outage, a bug) answers a plain 500 with
+    the stable code — JSON for the API and callbacks, a short page for the inbox — never a
+    traceback or the exception's text. The log has the detail."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking)
+        except Exception:
+            log.exception("%s %s failed", scope.get("method"), scope.get("path"))
+            if started:
+                return  # the answer is under way; the connection ends here
+            await _fault_response(str(scope.get("path", "")))(scope, receive, send)
+
+
+def _fault_response(path: str) -> Response:
+    message = "signoff could not answer this request; nothing was changed. Try again later."
+    if path.startswith("/approvals"):
+        page = (
+            "<!doctype html><meta charset=utf-8><title>signoff: unavailable</title>"
+            f"<h1>Something went wrong</h1><p>{message} [{Code.ACTION_RUNTIME_FAILED}]</p>"
+        )
+        return HTMLResponse(page, status_code=500, headers={"Cache-Control": "no-store"})
+    return answer(Code.ACTION_RUNTIME_FAILED, message, status=500)

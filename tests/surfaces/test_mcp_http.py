@@ -297,7 +297,7 @@ def _rs256(key: Any, kid: str | None = None, **claims: Any) -> str:
     body = {
         "sub": "agent-1",
         "tenant": "acme",
-        "roles": "billing",
+        "roles": ["billing"],
         "exp": int(time.time()) + 60,
         "scope": PROPOSE,
     }

@@ -83,6 +83,11 @@ def safe_text(text: str, limit: int = 200) -> str:
     return "".join(out)
 
 
+def is_plain_text(text: str) -> bool:
+    """No control, bidi, zero-width or surrogate code point (what ``safe_text`` would escape)."""
+    return all(_plain(char) for char in text)
+
+
 def _plain(char: str) -> bool:
     code = ord(char)
     if code < 0x20 or 0x7F <= code < 0xA0 or 0xD800 <= code <= 0xDFFF:

@@ -1,6 +1,6 @@
 """Bearer JWTs for the HTTP surface: verify (HS256 secret, RS256 PEM key or JWKS file) and mint.
 
-Claims: ``sub`` (principal id), ``tenant``, ``roles`` (a list, or a comma/space separated string),
+Claims: ``sub`` (principal id), ``tenant``, ``roles`` (a list of strings), validated exactly,
 ``exp`` (required). ``aud`` and ``iss`` are checked when configured. One algorithm family per
 deployment, fixed by the key material, so a token can never pick its own verification algorithm.
 
@@ -29,7 +29,9 @@ from mcp.server.auth.provider import AccessToken
 from signoff.surfaces.mcp.identity import IdentityError, caller_from_claims
 
 MIN_SECRET_BYTES = 32
-_CLOCK_LEEWAY_SECONDS = 5
+CLOCK_LEEWAY_SECONDS = 5
+"""The one leeway for ``exp`` on every surface: ``/mcp`` (whose SDK middleware compares the
+``AccessToken``'s ``expires_at`` with the clock itself), ``/api`` and the inbox."""
 _CACHE_SIZE = 1024
 
 
@@ -117,7 +119,7 @@ class JwtVerifier:
         """The verified claims, or ``None``."""
         cached = self._verified.get(token)
         if cached is not None:
-            if cached["exp"] + _CLOCK_LEEWAY_SECONDS > self._clock():
+            if cached["exp"] + CLOCK_LEEWAY_SECONDS > self._clock():
                 self._verified.move_to_end(token)
                 return cached
             del self._verified[token]
@@ -140,10 +142,15 @@ class JwtVerifier:
                 algorithms=[self._algorithm],
                 audience=self.config.audience,
                 issuer=self.config.issuer,
-                leeway=_CLOCK_LEEWAY_SECONDS,
+                leeway=CLOCK_LEEWAY_SECONDS,
                 options={"require": ["exp", "sub"], "verify_aud": self.config.audience is not None},
             )
         except jwt.PyJWTError:
+            return None
+        # PyJWT accepts an ``exp`` that int() can parse ("9999999999"); the cache and the SDK
+        # need a number.
+        exp = claims.get("exp")
+        if isinstance(exp, bool) or not isinstance(exp, int | float):
             return None
         try:
             caller_from_claims(claims)
@@ -159,7 +166,9 @@ class JwtVerifier:
             token=token,
             client_id=str(claims.get("client_id") or claims.get("azp") or claims["sub"]),
             scopes=_scopes(claims),
-            expires_at=int(claims["exp"]),
+            # The SDK's bearer middleware refuses once ``expires_at`` has passed, with no
+            # leeway of its own: hand it the same deadline this verifier applies.
+            expires_at=int(claims["exp"]) + CLOCK_LEEWAY_SECONDS,
             subject=str(claims["sub"]),
             claims=claims,
         )

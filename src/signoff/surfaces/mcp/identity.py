@@ -16,6 +16,7 @@ from mcp.server.context import ServerRequestContext
 from pydantic import ValidationError
 
 from signoff.core.identity import Principal
+from signoff.core.input_limits import is_plain_text
 
 
 class IdentityError(ValueError):
@@ -61,9 +62,35 @@ def make_caller(
         raise IdentityError(f"invalid identity: {exc.errors()[0]['msg']}") from exc
 
 
+MAX_IDENTITY_CHARS = 255
+
+
 def caller_from_claims(claims: Mapping[str, Any]) -> Caller:
-    """The caller a verified JWT names: ``sub``, ``tenant`` and ``roles`` (list or string)."""
-    return make_caller(claims.get("sub"), claims.get("tenant"), claims.get("roles"))
+    """The caller a verified JWT names: ``sub``, ``tenant`` and ``roles`` (a list of strings).
+
+    Claims are validated, never normalised: a tenant or role that is not exactly a clean token
+    (surrounding or inner whitespace of any kind, control, bidi or zero-width characters, more
+    than 255 characters) or roles that are not a list of such strings refuse the token.
+    """
+    subject = _claim_text("sub", claims.get("sub"), inner_space=True)
+    tenant = _claim_text("tenant", claims.get("tenant"))
+    raw_roles = claims.get("roles", [])
+    if not isinstance(raw_roles, list):
+        raise IdentityError("roles must be a list of strings")
+    roles = tuple(sorted({_claim_text("role", role) for role in raw_roles}))
+    return Caller(principal=Principal(id=subject, roles=roles), tenant_id=tenant)
+
+
+def _claim_text(what: str, value: object, *, inner_space: bool = False) -> str:
+    if not isinstance(value, str) or not value:
+        raise IdentityError(f"{what} must be a non-empty string")
+    if len(value) > MAX_IDENTITY_CHARS:
+        raise IdentityError(f"{what} is longer than {MAX_IDENTITY_CHARS} characters")
+    if value != value.strip() or not is_plain_text(value):
+        raise IdentityError(f"{what} has surrounding whitespace or invisible characters")
+    if not inner_space and any(char.isspace() for char in value):
+        raise IdentityError(f"{what} must not contain whitespace")
+    return value
 
 
 def fixed_identity(caller: Caller) -> Identify:

@@ -149,3 +149,23 @@ async def test_without_a_key_every_call_is_its_own_operation() -> None:
     await runtime.propose(proposal(SMALL, key=None))
     await runtime.propose(proposal(SMALL, key=None))
     assert recorder.count == 2
+
+
+async def test_a_retry_that_reserialises_a_number_is_the_same_input_and_replays() -> None:
+    """``10``, ``10.0`` and ``1e1`` are one value: a client that re-serialises on retry is told
+    the first result, never to use a new key (which could make the effect happen twice)."""
+    import json
+
+    recorder = Recorder()
+    runtime = memory_runtime(definition(recorder))
+    first = await runtime.propose(proposal({"invoice_id": "INV-1", "amount": 10}))
+    spellings = [
+        json.loads('{"invoice_id": "INV-1", "amount": ' + n + "}") for n in ("10.0", "1e1")
+    ]
+    for again in spellings:
+        replay = await runtime.propose(proposal(again))
+        assert replay.code == Code.SUCCEEDED
+        assert replay.duplicate_of == first.run_id
+    different = await runtime.propose(proposal({"invoice_id": "INV-1", "amount": 10.5}))
+    assert different.code == Code.IDEMPOTENCY_KEY_REUSED
+    assert recorder.count == 1

@@ -27,6 +27,20 @@ class ActionProposal(BaseModel):
 
 
 def canonical_hash(value: Any) -> str:
-    """SHA-256 of the canonical JSON form: key order and whitespace never change it."""
-    blob = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """SHA-256 of the canonical JSON form: key order, whitespace and the spelling of a number
+    never change it (``10``, ``10.0`` and ``1e1`` are one value, contract §5)."""
+    blob = json.dumps(
+        _numbers_by_value(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _numbers_by_value(value: Any) -> Any:
+    """An integral float becomes the integer it equals; booleans stay booleans."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {key: _numbers_by_value(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_numbers_by_value(item) for item in value]
+    return value

@@ -7,11 +7,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
-
 from signoff.core.cel_expr import CelCompileError, CelExpression, compile_cel
 from signoff.core.definition import ActionDefinition, DenyRule, tool_name
+from signoff.core.validation import InputValidator, SchemaInvalid, compile_schema
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +31,7 @@ class InvalidDefinition(ValueError):
 @dataclass(frozen=True, slots=True)
 class CompiledAction:
     definition: ActionDefinition
-    validator: Draft202012Validator
+    validator: InputValidator
     resource: CelExpression | None
     deny: tuple[tuple[DenyRule, CelExpression], ...]
     approval_when: CelExpression
@@ -55,18 +53,15 @@ def compile_action(definition: ActionDefinition) -> CompiledAction:
             problems.append(DefinitionProblem(path, str(exc), exc.column))
             return None
 
-    validator: Draft202012Validator | None = None
+    validator: InputValidator | None = None
     try:
-        Draft202012Validator.check_schema(definition.input_schema)
-        validator = Draft202012Validator(
-            definition.input_schema, format_checker=Draft202012Validator.FORMAT_CHECKER
-        )
-    except SchemaError as exc:
-        where = "/".join(str(p) for p in exc.path)
+        validator = compile_schema(definition.input_schema, definition.sensitive_fields)
+    except SchemaInvalid as exc:
+        where = exc.problem.where
         problems.append(
             DefinitionProblem(
                 "input" + (f" ({where})" if where else ""),
-                f"invalid JSON Schema: {exc.message}",
+                f"invalid JSON Schema: {exc.problem.message}",
             )
         )
     if validator is not None and definition.input_schema.get("type") != "object":
@@ -93,12 +88,10 @@ def compile_action(definition: ActionDefinition) -> CompiledAction:
 
 
 def validate_input(action: CompiledAction, data: Any) -> list[dict[str, str]]:
-    """Every schema violation as ``{"path": "/a/0", "message": ...}``, at most 20, sorted by path."""
-    errors = sorted(action.validator.iter_errors(data), key=lambda e: list(map(str, e.path)))
-    return [
-        {"path": "/" + "/".join(str(p) for p in err.absolute_path), "message": err.message}
-        for err in errors[:20]
-    ]
+    """Every schema violation as ``{"path": "/a/0", "message": ...}``, at most 20, sorted by path.
+
+    Messages are bounded and never show a ``sensitive`` field's value (``validation.py``)."""
+    return action.validator.errors(data)
 
 
 class ActionRegistry:

@@ -19,6 +19,7 @@ from signoff import (
 from signoff.core.clock import ManualClock
 from signoff.core.compiled import ActionRegistry
 from signoff.core.definition import DenyRule, IdempotencySpec, PolicySpec
+from signoff.core.ports import Store
 from signoff.core.run import ActionRun, ApprovalVote
 from signoff.core.runtime import DecisionRequest, Runtime
 from signoff.store.memory import InMemoryStore
@@ -122,3 +123,11 @@ def reject(approver: Principal = LEAD, reason: str = "no") -> DecisionRequest:
 
 def memory_runtime(*definitions: ActionDefinition, clock: ManualClock | None = None) -> Runtime:
     return Runtime(ActionRegistry(definitions), InMemoryStore(), clock=clock or ManualClock())
+
+
+async def stored_run(store: Store, run_id: str) -> ActionRun:
+    """The run as stored, read past the runtime (any tenant; no expiry on reading)."""
+    async with store.unit() as unit:
+        run = await unit.runs.get(run_id)
+    assert run is not None, f"run {run_id} is not stored"
+    return run

@@ -24,7 +24,7 @@ from typing import Any
 from signoff.audit.checkpoints import checkpoint_heads
 from signoff.audit.keys import KeyRing, keys_from_env
 from signoff.core.runtime import Runtime
-from signoff.store.retention import DEFAULT_DUPLICATE_RETENTION, purge_duplicates
+from signoff.store.retention import DEFAULT_DUPLICATE_RETENTION
 
 DEFAULT_EVERY = 15.0
 DEFAULT_CHECKPOINT_EVERY = 3600.0
@@ -107,9 +107,7 @@ class Maintenance:
 
     async def _purge(self) -> int:
         try:
-            return await purge_duplicates(
-                self.runtime.store, self.runtime.clock.now(), self.retention
-            )
+            return await self.runtime.purge_duplicates(self.retention)
         except (NotImplementedError, AttributeError):  # a store without retention support
             return 0
 

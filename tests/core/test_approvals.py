@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from signoff import Channel, Code, ExecutionStatus, Principal
+from signoff.core.clock import ManualClock
 from signoff.core.compiled import ActionRegistry
 from signoff.core.definition import ApprovalSpec
 from signoff.core.run import ActionRun, ApprovalVote, RunStatus
@@ -50,7 +51,7 @@ async def test_a_repeated_decision_by_the_same_approver_counts_once() -> None:
     await runtime.decide(pending.run_id, "acme", approve(LEAD))
     repeat = await runtime.decide(pending.run_id, "acme", approve(LEAD))
     assert repeat.code == Code.APPROVAL_ALREADY_DECIDED and not repeat.accepted
-    run = await runtime.load(pending.run_id)
+    run = await runtime.get_run(pending.run_id, "acme")
     assert run is not None and run.status is RunStatus.WAITING_APPROVAL
     assert run.approval is not None and len(run.approval.decisions) == 1
     assert recorder.count == 0
@@ -74,7 +75,7 @@ async def test_an_approver_without_a_listed_role_is_not_eligible() -> None:
     assert decision.code == Code.APPROVER_NOT_ELIGIBLE
     rejection = await runtime.decide(pending.run_id, "acme", reject(clerk))
     assert rejection.code == Code.APPROVER_NOT_ELIGIBLE
-    run = await runtime.load(pending.run_id)
+    run = await runtime.get_run(pending.run_id, "acme")
     assert run is not None and run.status is RunStatus.WAITING_APPROVAL
 
 
@@ -91,9 +92,10 @@ async def test_one_rejection_ends_the_run_even_after_an_approval() -> None:
 
 async def test_a_raised_approver_count_at_resume_keeps_the_run_waiting() -> None:
     recorder = Recorder()
-    runtime = memory_runtime(definition(recorder))
+    registry = ActionRegistry([definition(recorder)])
+    runtime = Runtime(registry, InMemoryStore(), clock=ManualClock())
     pending = await runtime.propose(proposal(LARGE))
-    runtime.registry.replace([definition(recorder, approval=TWO_LEADS)])
+    registry.replace([definition(recorder, approval=TWO_LEADS)])
     first = await runtime.decide(pending.run_id, "acme", approve(LEAD))
     assert first.code == Code.APPROVAL_RECORDED
     second = await runtime.decide(pending.run_id, "acme", approve(LEAD2))
@@ -111,7 +113,7 @@ async def test_decisions_record_who_when_why_and_through_which_channel() -> None
             approver=LEAD, vote=ApprovalVote.APPROVE, reason="fine", channel=Channel.CLI, via="ops"
         ),
     )
-    run = await runtime.load(pending.run_id)
+    run = await runtime.get_run(pending.run_id, "acme")
     assert run is not None and run.approval is not None
     (decision,) = run.approval.decisions
     assert (decision.approver_id, decision.reason, decision.channel, decision.via) == (
@@ -121,7 +123,7 @@ async def test_decisions_record_who_when_why_and_through_which_channel() -> None
         "ops",
     )
     assert decision.roles == ("billing-lead",)
-    assert decision.at == runtime.clock.now()
+    assert decision.at == runtime.now()
 
 
 class GatedRuns(InMemoryRunStore):

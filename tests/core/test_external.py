@@ -56,7 +56,7 @@ def _deferred(system: ExternalSystem, clock: ManualClock | None = None, **extra:
 
 
 async def _token(runtime: Runtime, run_id: str) -> str:
-    run = await runtime.load(run_id)
+    run = await runtime.get_run(run_id, "acme")
     assert run is not None and run.attempt_token is not None
     return run.attempt_token
 
@@ -66,10 +66,10 @@ async def test_deferred_dispatch_waits_externally_with_a_deterministic_operation
     runtime = _deferred(system)
     outcome = await runtime.propose(proposal(SMALL))
     assert (outcome.status, outcome.code) == (ExecutionStatus.ACCEPTED, Code.ACTION_DEFERRED)
-    run = await runtime.load(outcome.run_id)
+    run = await runtime.get_run(outcome.run_id, "acme")
     assert run is not None and run.status is RunStatus.WAITING_EXTERNAL
     assert list(system.accepted) == [f"{run.run_id}:{run.attempt_token}"]
-    kinds = [e.kind for e in await runtime.store.audit.list_for_run(run.run_id)]  # type: ignore[attr-defined]
+    kinds = [e.kind for e in await runtime.audit_trail(run.run_id, "acme")]
     assert kinds[-2:] == ["dispatching", "external_accepted"]
 
 
@@ -91,7 +91,7 @@ async def test_a_stale_token_is_refused_and_changes_nothing() -> None:
     stale = await runtime.complete(outcome.run_id, "not-the-token", ExecutionResult.succeeded())
     assert stale.code == Code.STALE_ACTION_ATTEMPT and not stale.accepted
     assert stale.outcome is None
-    run = await runtime.load(outcome.run_id)
+    run = await runtime.get_run(outcome.run_id, "acme")
     assert run is not None and run.status is RunStatus.WAITING_EXTERNAL
 
 
@@ -134,7 +134,7 @@ async def test_cancel_while_waiting_externally_calls_the_hook_once_per_operation
     outcome = await runtime.propose(proposal(SMALL))
     cancelled = await runtime.cancel(outcome.run_id, "acme", AGENT)
     assert (cancelled.status, cancelled.code) == (ExecutionStatus.CANCELLED, Code.ACTION_CANCELLED)
-    run = await runtime.load(outcome.run_id)
+    run = await runtime.get_run(outcome.run_id, "acme")
     assert run is not None and system.cancelled == [run.operation_id]
     token = await _token(runtime, outcome.run_id)
     late = await runtime.complete(outcome.run_id, token, ExecutionResult.succeeded())
@@ -253,5 +253,5 @@ async def test_a_callback_that_arrives_before_waiting_external_is_committed_stil
     runtimes.append(runtime)
     outcome = await runtime.propose(proposal(SMALL))
     assert (outcome.status, outcome.output) == (ExecutionStatus.SUCCEEDED, {"fast": True})
-    run = await runtime.load(outcome.run_id)
+    run = await runtime.get_run(outcome.run_id, "acme")
     assert run is not None and run.status is RunStatus.SUCCEEDED

@@ -15,7 +15,10 @@ from signoff import (
     RunStatus,
 )
 from signoff.core.clock import ManualClock
+from signoff.core.compiled import ActionRegistry
 from signoff.core.definition import ApprovalSpec, DenyRule, PolicySpec
+from signoff.core.runtime import Runtime
+from signoff.store.memory import InMemoryStore
 from tests.helpers import (
     AGENT,
     LEAD,
@@ -41,7 +44,7 @@ async def test_unknown_action_is_refused_and_recorded_without_executing() -> Non
     assert outcome.is_error
     stored = await runtime.get(outcome.run_id, "acme")
     assert stored is not None and stored.code == Code.ACTION_NOT_REGISTERED
-    events = await runtime.store.audit.list_for_run(outcome.run_id)  # type: ignore[attr-defined]
+    events = await runtime.audit_trail(outcome.run_id, "acme")
     assert [e.kind for e in events] == ["proposed", "refused"]
     assert recorder.count == 0
 
@@ -123,7 +126,7 @@ async def test_approval_required_leaves_the_run_pending_without_executing() -> N
     assert outcome.retry is RetryDisposition.AFTER_APPROVAL
     assert outcome.approval is not None and outcome.approval.approvals_needed == 1
     assert recorder.count == 0
-    run = await runtime.load(outcome.run_id)
+    run = await runtime.get_run(outcome.run_id, "acme")
     assert run is not None and run.status is RunStatus.WAITING_APPROVAL
 
 
@@ -177,7 +180,7 @@ async def test_expired_approval_ends_the_run_and_its_reservation() -> None:
     assert await runtime.expire_overdue() == 1
     outcome = await runtime.get(pending.run_id, "acme")
     assert outcome is not None and outcome.code == Code.APPROVAL_EXPIRED
-    run = await runtime.load(pending.run_id)
+    run = await runtime.get_run(pending.run_id, "acme")
     assert run is not None and run.status is RunStatus.EXPIRED
     late = await runtime.decide(pending.run_id, "acme", approve())
     assert late.code == Code.APPROVAL_EXPIRED
@@ -199,14 +202,15 @@ async def test_deciding_an_overdue_run_expires_it_instead_of_approving() -> None
 
 async def test_input_that_became_invalid_under_a_changed_definition_is_refused_at_resume() -> None:
     recorder = Recorder()
-    runtime = memory_runtime(definition(recorder))
+    registry = ActionRegistry([definition(recorder)])
+    runtime = Runtime(registry, InMemoryStore(), clock=ManualClock())
     pending = await runtime.propose(proposal(LARGE))
     stricter = dict(definition(recorder).input_schema)
     stricter["properties"] = {
         **stricter["properties"],
         "amount": {"type": "number", "maximum": 100},
     }
-    runtime.registry.replace([definition(recorder, input_schema=stricter)])
+    registry.replace([definition(recorder, input_schema=stricter)])
     decision = await runtime.decide(pending.run_id, "acme", approve())
     assert decision.outcome is not None
     assert decision.outcome.code == Code.INPUT_VALIDATION_FAILED
@@ -215,9 +219,10 @@ async def test_input_that_became_invalid_under_a_changed_definition_is_refused_a
 
 async def test_policy_changed_before_approval_is_refused_at_resume() -> None:
     recorder = Recorder()
-    runtime = memory_runtime(definition(recorder))
+    registry = ActionRegistry([definition(recorder)])
+    runtime = Runtime(registry, InMemoryStore(), clock=ManualClock())
     pending = await runtime.propose(proposal(LARGE))
-    runtime.registry.replace([definition(recorder, policy=PolicySpec(roles=("finance",)))])
+    registry.replace([definition(recorder, policy=PolicySpec(roles=("finance",)))])
     decision = await runtime.decide(pending.run_id, "acme", approve())
     assert decision.outcome is not None
     assert decision.outcome.code == Code.POLICY_REVALIDATION_DENIED
@@ -227,9 +232,10 @@ async def test_policy_changed_before_approval_is_refused_at_resume() -> None:
 
 async def test_an_action_removed_before_approval_is_refused_at_resume() -> None:
     recorder = Recorder()
-    runtime = memory_runtime(definition(recorder))
+    registry = ActionRegistry([definition(recorder)])
+    runtime = Runtime(registry, InMemoryStore(), clock=ManualClock())
     pending = await runtime.propose(proposal(LARGE))
-    runtime.registry.replace([])
+    registry.replace([])
     decision = await runtime.decide(pending.run_id, "acme", approve())
     assert decision.outcome is not None and decision.outcome.code == Code.ACTION_NOT_REGISTERED
     assert recorder.count == 0
@@ -274,7 +280,7 @@ async def test_every_decision_and_transition_is_audited_with_run_and_tenant() ->
     runtime = memory_runtime(definition(Recorder()))
     pending = await runtime.propose(proposal(LARGE))
     await runtime.decide(pending.run_id, "acme", approve())
-    events = await runtime.store.audit.list_for_run(pending.run_id)  # type: ignore[attr-defined]
+    events = await runtime.audit_trail(pending.run_id, "acme")
     assert [e.kind for e in events] == [
         "proposed",
         "resolved",

@@ -18,6 +18,7 @@ from signoff import Code, ExecutionContext, ExecutionStatus, RetryDisposition, R
 from signoff.core.clock import ManualClock
 from signoff.core.compiled import ActionRegistry
 from signoff.core.definition import PolicySpec
+from signoff.core.dispatch import AsyncLane
 from signoff.core.runtime import Runtime
 from signoff.store.memory import InMemoryStore
 from tests.helpers import NO_APPROVAL, definition, proposal
@@ -48,9 +49,8 @@ async def crashed() -> AsyncIterator[list[Runtime]]:
     runtimes: list[Runtime] = []
     yield runtimes
     for runtime in runtimes:
-        for task in list(runtime._tasks):
-            task.cancel()
-        await asyncio.gather(*runtime._tasks, return_exceptions=True)
+        # A crash: the background work dies without finishing (the runtime's private task set).
+        await runtime._background.abandon()
 
 
 async def _crash_mid_execution(
@@ -102,9 +102,7 @@ async def test_a_dead_instances_work_is_recovered_by_another_once_its_heartbeat_
 ) -> None:
     provider, store = Provider(), InMemoryStore()
     registry, run_id = await _crash_mid_execution(crashed, provider, store)
-    await store.workers.heartbeat(
-        crashed[0].worker_id, crashed[0].clock.now() - timedelta(minutes=5)
-    )
+    await store.workers.heartbeat(crashed[0].worker_id, crashed[0].now() - timedelta(minutes=5))
     report = await Runtime(registry, store, instance_id="node-b").recover()
     assert report.interrupted == [run_id]
 
@@ -153,9 +151,10 @@ async def test_background_work_never_claimed_is_dispatched_at_recovery() -> None
     provider.hang = False
     store = InMemoryStore()
     registry = ActionRegistry([definition(provider, approval=NO_APPROVAL, mode="async")])
-    first = Runtime(registry, store, instance_id="node-a")
-    first.lane.try_acquire = lambda: True  # type: ignore[method-assign]
-    first.lane.submit = lambda work: None  # type: ignore[assignment,method-assign,return-value]
+    lane = AsyncLane()
+    lane.try_acquire = lambda: True  # type: ignore[method-assign]
+    lane.submit = lambda work: None  # type: ignore[assignment,method-assign,return-value]
+    first = Runtime(registry, store, instance_id="node-a", lane=lane)
     accepted = await first.propose(proposal(SMALL))  # committed RUNNING, never picked up
     report = await Runtime(registry, store, instance_id="node-a").recover()
     assert report.redispatched == [accepted.run_id]
@@ -195,7 +194,8 @@ def test_two_recoverers_at_once_never_double_dispatch(repetition: int) -> None:
         [definition(idempotent_effect, approval=NO_APPROVAL, executor_idempotent=True)]
     )
     crashed = Runtime(registry, store, instance_id="node-a")
-    crashed.dispatch = _never  # type: ignore[method-assign,assignment]  # dies right after the RUNNING commit
+    # dies right after the RUNNING commit
+    crashed._dispatcher.dispatch = _never  # type: ignore[method-assign,assignment]
     asyncio.run(crashed.propose(proposal(SMALL)))
     barrier = threading.Barrier(4, timeout=10)
 

@@ -208,7 +208,7 @@ async def test_cancel_before_dispatch_stops_queued_background_work() -> None:
     release.set()
     await runtime.drain()
     assert [c.run_id for c in recorder.calls] == [busy.run_id]
-    final = await runtime.load(queued.run_id)
+    final = await runtime.get_run(queued.run_id, "acme")
     assert final is not None and final.status is RunStatus.CANCELLED
 
 
@@ -247,7 +247,7 @@ async def test_a_running_synchronous_run_is_never_reported_cancelled() -> None:
     runtime = memory_runtime(definition(slow))
     call = asyncio.create_task(runtime.propose(proposal(SMALL)))
     await entered.wait()
-    (running,) = await runtime.store.runs.list(tenant_id="acme")  # type: ignore[attr-defined]
+    (running,) = await runtime.list_runs("acme")
     refused = await runtime.cancel(running.run_id, "acme", AGENT)
     assert refused.code == Code.ACTION_RUN_NOT_CANCELLABLE_WHILE_RUNNING
     release.set()
@@ -294,16 +294,17 @@ class BrokenUnits(InMemoryStore):
 async def test_a_store_failure_answers_runtime_failed_for_review_and_recovery_settles_it() -> None:
     recorder = Recorder()
     store = BrokenUnits()
-    runtime = Runtime(ActionRegistry([definition(recorder, approval=NO_APPROVAL)]), store)
+    registry = ActionRegistry([definition(recorder, approval=NO_APPROVAL)])
+    runtime = Runtime(registry, store)
     outcome = await runtime.propose(proposal(SMALL))
     assert (outcome.status, outcome.code, outcome.retry) == (
         ExecutionStatus.FAILED,
         Code.ACTION_RUNTIME_FAILED,
         RetryDisposition.MANUAL_REVIEW,
     )
-    run = await runtime.load(outcome.run_id)
+    run = await runtime.get_run(outcome.run_id, "acme")
     assert run is not None and run.status is RunStatus.RUNNING and recorder.count == 1
-    later = Runtime(runtime.registry, store, instance_id=runtime.instance_id)
+    later = Runtime(registry, store, instance_id=runtime.instance_id)
     report = await later.recover()
     assert report.interrupted == [outcome.run_id]
     replay = await later.propose(proposal(SMALL))

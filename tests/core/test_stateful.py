@@ -18,7 +18,7 @@ from signoff.core.definition import ApprovalSpec, IdempotencySpec
 from signoff.core.run import TERMINAL_STATUSES, ActionRun
 from signoff.core.runtime import Runtime
 from signoff.store.memory import InMemoryStore
-from tests.helpers import approve, definition, proposal, reject
+from tests.helpers import approve, definition, proposal, reject, stored_run
 
 SCOPED = IdempotencySpec(key="optional", scope="principal")
 PRINCIPALS = [
@@ -89,7 +89,7 @@ class PipelineMachine(RuleBasedStateMachine):
     @rule(data=st.data(), approver=st.sampled_from(APPROVERS), vote=st.booleans())
     def decide(self, data: st.DataObject, approver: Principal, vote: bool) -> None:
         run_id = data.draw(st.sampled_from(self.run_ids))
-        run = self._run(self.runtime.load(run_id))
+        run = self._run(stored_run(self.store, run_id))
         request = approve(approver) if vote else reject(approver)
         self._run(self.runtime.decide(run_id, run.tenant_id, request))
 
@@ -97,7 +97,7 @@ class PipelineMachine(RuleBasedStateMachine):
     @rule(data=st.data(), who=st.sampled_from(PRINCIPALS))
     def cancel(self, data: st.DataObject, who: Principal) -> None:
         run_id = data.draw(st.sampled_from(self.run_ids))
-        run = self._run(self.runtime.load(run_id))
+        run = self._run(stored_run(self.store, run_id))
         self._run(self.runtime.cancel(run_id, run.tenant_id, who))
 
     @rule(minutes=st.integers(min_value=1, max_value=40))
@@ -108,7 +108,7 @@ class PipelineMachine(RuleBasedStateMachine):
     @invariant()
     def terminal_runs_never_change_and_versions_only_move_forward(self) -> None:
         for run_id in self.run_ids:
-            run = self._run(self.runtime.load(run_id))
+            run = self._run(stored_run(self.store, run_id))
             assert run is not None
             previous = self.versions.get(run_id, 0)
             assert run.version >= previous
@@ -121,7 +121,7 @@ class PipelineMachine(RuleBasedStateMachine):
     @invariant()
     def versions_advance_by_exactly_one_per_recorded_transition(self) -> None:
         for run_id in self.run_ids:
-            run = self._run(self.runtime.load(run_id))
+            run = self._run(stored_run(self.store, run_id))
             events = self._run(self.store.audit.list_for_run(run_id))
             # One commit per write after create; each write appends exactly one audit event.
             writes_after_create = [e for e in events if e.kind in _CAS_KINDS]
@@ -132,16 +132,16 @@ class PipelineMachine(RuleBasedStateMachine):
         counts = Counter(c.run_id for c in self.calls)
         assert all(n == 1 for n in counts.values())
         per_scope = Counter(
-            (c.tenant_id, c.action_id, self._run(self.runtime.load(c.run_id)).duplicate_scope)
+            (c.tenant_id, c.action_id, self._run(stored_run(self.store, c.run_id)).duplicate_scope)
             for c in self.calls
-            if self._run(self.runtime.load(c.run_id)).duplicate_scope is not None
+            if self._run(stored_run(self.store, c.run_id)).duplicate_scope is not None
         )
         assert all(n == 1 for n in per_scope.values())
 
     @invariant()
     def nothing_executes_without_passing_policy_and_quorum(self) -> None:
         for call in self.calls:
-            run = self._run(self.runtime.load(call.run_id))
+            run = self._run(stored_run(self.store, call.run_id))
             assert "billing" in run.principal.roles or "billing-lead" in run.principal.roles
             assert run.input["amount"] <= 100_000
             if run.input["amount"] > 1000:

@@ -84,8 +84,7 @@ def _retry() -> ActionProposal:
 
 
 async def _runs(runtime: Runtime) -> list[ActionRun]:
-    async with runtime.store.unit() as unit:
-        return await unit.runs.list()
+    return await runtime.list_runs("acme")
 
 
 async def test_a_crash_before_the_running_commit_leaves_nothing_and_a_retry_runs_once(

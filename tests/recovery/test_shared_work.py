@@ -73,7 +73,7 @@ def test_complete_and_cancel_racing_on_separate_connections_converge_on_one_resu
             outcome = await runtime.propose(
                 proposal({"invoice_id": "INV-1", "amount": 1}, tenant=tenant)
             )
-            run = await runtime.load(outcome.run_id)
+            run = await runtime.get_run(outcome.run_id, tenant)
             assert run is not None and run.status is RunStatus.WAITING_EXTERNAL
             assert run.attempt_token is not None
             return run.run_id, run.attempt_token
@@ -141,7 +141,7 @@ async def test_two_instances_recovering_one_database_handle_each_run_exactly_onc
 
     store = await open_store(url)
     dead = Runtime(shared_registry(str(calls)), store, instance_id="dead-node")
-    original_dispatch = dead.dispatch
+    original_dispatch = dead._dispatcher.dispatch
 
     async def die_before_dispatch(action: Any, run: Any) -> Any:
         if action.id == "invoice.cancel":
@@ -150,7 +150,7 @@ async def test_two_instances_recovering_one_database_handle_each_run_exactly_onc
             return outcome_of(run)  # the process "dies" right after the RUNNING commit
         return await original_dispatch(action, run)
 
-    dead.dispatch = die_before_dispatch  # type: ignore[method-assign]
+    dead._dispatcher.dispatch = die_before_dispatch  # type: ignore[method-assign]
     running, waiting = [], []
     for i in range(10):
         running.append(
@@ -218,7 +218,7 @@ async def test_two_instances_recovering_one_database_handle_each_run_exactly_onc
     try:
         checker = Runtime(shared_registry(str(calls)), store)
         for run_id in running:
-            run = await checker.load(run_id)
+            run = await checker.get_run(run_id, tenant)
             assert run is not None and run.status is RunStatus.SUCCEEDED
         for run_id in waiting:
             outcome = await checker.get(run_id, tenant)

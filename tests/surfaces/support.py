@@ -83,6 +83,8 @@ class World:
 
     recorder: Recorder
     runtime: Runtime
+    registry: ActionRegistry
+    store: Store
 
     def surface(
         self, principal: str = "agent-1", tenant: str = "acme", roles: str = "billing"
@@ -93,14 +95,15 @@ class World:
         return Client(self.surface(**identity).server)
 
     async def audit(self, run_id: str) -> list[AuditEvent]:
-        async with self.runtime.store.unit() as unit:
+        async with self.store.unit() as unit:
             return await unit.audit.list_for_run(run_id)
 
 
 def world(*extra: ActionDefinition, store: Store | None = None) -> World:
     recorder = Recorder()
     registry = ActionRegistry([definition(recorder), lookup_definition(recorder), *extra])
-    return World(recorder, Runtime(registry, store if store is not None else InMemoryStore()))
+    store = store if store is not None else InMemoryStore()
+    return World(recorder, Runtime(registry, store), registry, store)
 
 
 def check_output(tool: types.Tool, result: types.CallToolResult) -> dict[str, Any]:

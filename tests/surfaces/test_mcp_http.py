@@ -178,7 +178,7 @@ async def test_a_request_without_a_valid_token_gets_401_with_resource_metadata(
     assert (
         'resource_metadata="http://127.0.0.1/.well-known/oauth-protected-resource/mcp"' in challenge
     )
-    async with w.runtime.store.unit() as unit:
+    async with w.store.unit() as unit:
         assert await unit.runs.list() == []
 
 
@@ -274,7 +274,7 @@ async def test_a_reload_reaches_http_clients_listening_for_tool_changes(
     w, url = served.world, served.url
     async with http_client(url, token()) as client:
         async with client.listen(tools_list_changed=True) as subscription:
-            w.runtime.registry.register(lookup_definition(lambda c: {}, id="invoice.archive"))
+            w.registry.register(lookup_definition(lambda c: {}, id="invoice.archive"))
             await signoff_mcp(served.app).notify_tools_changed()
             event = await asyncio.wait_for(anext(aiter(subscription)), DEADLINE)
         names = {t.name for t in (await client.list_tools()).tools}

@@ -134,7 +134,7 @@ async def test_identity_comes_from_the_session_never_from_the_arguments() -> Non
         )
     assert result.structured_content is not None
     run_id = result.structured_content["run_id"]
-    async with w.runtime.store.unit() as unit:
+    async with w.store.unit() as unit:
         run = await unit.runs.get(run_id)
     assert run is not None
     assert (run.principal.id, run.tenant_id, run.principal.roles) == (
@@ -437,7 +437,7 @@ async def test_a_client_that_disconnects_mid_call_leaves_a_consistent_run() -> N
         final = await until_final(again, run_id)
     assert final["status"] == ExecutionStatus.SUCCEEDED
     assert final["output"] == {"released": True}
-    async with w.runtime.store.unit() as unit:
+    async with w.store.unit() as unit:
         run = await unit.runs.get(run_id)
     assert run is not None and run.status is RunStatus.SUCCEEDED
     kinds = [e.kind for e in await w.audit(run_id)]
@@ -452,7 +452,7 @@ async def test_a_reload_tells_listening_clients_that_the_tools_changed() -> None
 
     async with Client(surface.server) as client, client.listen(tools_list_changed=True) as sub:
         before = {t.name for t in (await client.list_tools()).tools}
-        w.runtime.registry.register(lookup_definition(lambda c: {}, id="invoice.archive"))
+        w.registry.register(lookup_definition(lambda c: {}, id="invoice.archive"))
         await surface.notify_tools_changed()
         event = await asyncio.wait_for(anext(aiter(sub)), DEADLINE)
         after = {t.name for t in (await client.list_tools()).tools}

@@ -110,6 +110,7 @@ class Site:
     recorder: Recorder
     external: ExternalSystem
     config: WebConfig
+    store: Store
     clients: list[httpx.AsyncClient] = field(default_factory=list)
 
     async def propose(
@@ -155,11 +156,8 @@ def build_site(
 ) -> Site:
     clock = ManualClock()
     recorder, external = Recorder(), ExternalSystem()
-    runtime = Runtime(
-        ActionRegistry(invoice_actions(recorder, external)),
-        store if store is not None else InMemoryStore(),
-        clock=clock,
-    )
+    store = store if store is not None else InMemoryStore()
+    runtime = Runtime(ActionRegistry(invoice_actions(recorder, external)), store, clock=clock)
     config = config or web_config()
     verifier = JwtVerifier(jwt_config or JwtConfig(secret=JWT_SECRET))
     web = build_web(runtime, config, verifier, maintenance_every=maintenance_every)
@@ -168,7 +166,7 @@ def build_site(
         BearerAuth(verifier, BASE_URL),
         HttpOptions(routes=web.routes, lifespan=web.lifespan),
     )
-    return Site(runtime, app, clock, recorder, external, config)
+    return Site(runtime, app, clock, recorder, external, config, store)
 
 
 @asynccontextmanager

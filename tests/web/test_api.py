@@ -9,6 +9,7 @@ import pytest
 
 from signoff import Code, ExecutionStatus, Principal, RunStatus
 from signoff.core.identity import Channel
+from tests.helpers import stored_run
 from tests.web.support import Site, bearer, hidden, token
 
 LEAD: dict[str, Any] = {"sub": "lead-1", "roles": ("billing-lead",)}
@@ -24,7 +25,7 @@ async def test_an_eligible_approver_approves_and_the_run_executes(site: Site) ->
     assert (body["code"], body["accepted"]) == (Code.SUCCEEDED, True)
     assert body["outcome"]["status"] == ExecutionStatus.SUCCEEDED
     assert site.recorder.count == 1
-    run = await site.runtime.load(pending.run_id)
+    run = await stored_run(site.store, pending.run_id)
     assert run is not None and run.approval is not None
     (decision,) = run.approval.decisions
     assert (decision.approver_id, decision.channel, decision.reason) == (
@@ -41,7 +42,7 @@ async def test_an_approver_without_a_listed_role_is_not_eligible(site: Site) -> 
         reject = await http.post(f"/api/runs/{pending.run_id}/reject", json={"reason": "no"})
     assert (approve.status_code, approve.json()["code"]) == (403, Code.APPROVER_NOT_ELIGIBLE)
     assert (reject.status_code, reject.json()["code"]) == (403, Code.APPROVER_NOT_ELIGIBLE)
-    assert (await site.runtime.load(pending.run_id)).status is RunStatus.WAITING_APPROVAL  # type: ignore[union-attr]
+    assert (await stored_run(site.store, pending.run_id)).status is RunStatus.WAITING_APPROVAL
 
 
 async def test_the_proposer_never_approves_their_own_run(site: Site) -> None:
@@ -73,7 +74,7 @@ async def test_a_repeated_decision_by_the_same_approver_counts_once(site: Site) 
         changed_mind = await http.post(f"/api/runs/{pending.run_id}/reject")
     assert (again.status_code, again.json()["code"]) == (409, Code.APPROVAL_ALREADY_DECIDED)
     assert changed_mind.json()["code"] == Code.APPROVAL_ALREADY_DECIDED
-    run = await site.runtime.load(pending.run_id)
+    run = await stored_run(site.store, pending.run_id)
     assert run is not None and run.approval is not None and len(run.approval.decisions) == 1
     assert run.status is RunStatus.WAITING_APPROVAL
 
@@ -133,7 +134,7 @@ async def test_a_run_of_another_tenant_answers_exactly_like_a_missing_run(site: 
             assert foreign.json()["code"] == Code.ACTION_RUN_NOT_FOUND
         listed = await http.get("/api/approvals")
     assert listed.json() == {"approvals": []}
-    run = await site.runtime.load(theirs.run_id)
+    run = await stored_run(site.store, theirs.run_id)
     assert run is not None and run.status is RunStatus.WAITING_APPROVAL
     assert run.approval is not None and run.approval.decisions == ()
 
@@ -207,7 +208,7 @@ async def test_without_a_valid_bearer_token_nothing_is_read_or_decided(
         assert response.status_code == 401
         assert response.json()["code"] == Code.UNAUTHENTICATED
         assert response.headers["www-authenticate"].startswith("Bearer")
-    assert (await site.runtime.load(pending.run_id)).status is RunStatus.WAITING_APPROVAL  # type: ignore[union-attr]
+    assert (await stored_run(site.store, pending.run_id)).status is RunStatus.WAITING_APPROVAL
 
 
 async def test_the_session_cookie_never_authenticates_the_json_api(site: Site) -> None:

@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from signoff import Code, ExecutionStatus, RunStatus
+from tests.helpers import stored_run
 from tests.web.support import ACTION_CALLBACK_SECRET, CALLBACK_SECRET, Site
 
 SUCCESS = {"status": "SUCCEEDED", "code": "SUCCEEDED", "output": {"provider_ref": "pay-1"}}
@@ -52,7 +53,7 @@ async def post(
 async def waiting(site: Site, action: str = "payout.send", key: str = "p-1") -> tuple[str, str]:
     outcome = await site.propose(action=action, key=key)
     assert outcome.code == Code.ACTION_DEFERRED
-    run = await site.runtime.load(outcome.run_id)
+    run = await stored_run(site.store, outcome.run_id)
     assert run is not None and run.status is RunStatus.WAITING_EXTERNAL
     assert run.attempt_token is not None
     return outcome.run_id, run.attempt_token
@@ -89,7 +90,7 @@ async def test_an_actions_own_secret_wins_over_the_server_wide_one(site: Site) -
         response = await post(http, run_id, attempt, secret=CALLBACK_SECRET)
         missing = await missing_answer(http)
     assert response.status_code == 404 and response.json() == missing.json()
-    assert (await site.runtime.load(run_id)).status is RunStatus.WAITING_EXTERNAL  # type: ignore[union-attr]
+    assert (await stored_run(site.store, run_id)).status is RunStatus.WAITING_EXTERNAL
 
 
 async def test_a_stale_attempt_token_is_refused(site: Site) -> None:
@@ -97,7 +98,7 @@ async def test_a_stale_attempt_token_is_refused(site: Site) -> None:
     async with site.client() as http:
         response = await post(http, run_id, "an-earlier-attempt")
     assert (response.status_code, response.json()["code"]) == (409, Code.STALE_ACTION_ATTEMPT)
-    assert (await site.runtime.load(run_id)).status is RunStatus.WAITING_EXTERNAL  # type: ignore[union-attr]
+    assert (await stored_run(site.store, run_id)).status is RunStatus.WAITING_EXTERNAL
 
 
 @pytest.mark.parametrize("forgery", ["wrong-secret", "no-signature", "tampered-body", "bad-header"])
@@ -122,7 +123,7 @@ async def test_a_forged_callback_is_answered_like_a_missing_run(site: Site, forg
     assert response.status_code == missing.status_code == 404
     assert response.json() == missing.json()
     assert response.json()["code"] == Code.ACTION_RUN_NOT_FOUND
-    assert (await site.runtime.load(run_id)).status is RunStatus.WAITING_EXTERNAL  # type: ignore[union-attr]
+    assert (await stored_run(site.store, run_id)).status is RunStatus.WAITING_EXTERNAL
 
 
 async def test_a_cross_tenant_callback_is_answered_like_a_missing_run(site: Site) -> None:
@@ -132,7 +133,7 @@ async def test_a_cross_tenant_callback_is_answered_like_a_missing_run(site: Site
         response = await post(http, run_id, attempt, tenant="globex")
         missing = await missing_answer(http)
     assert response.status_code == 404 and response.json() == missing.json()
-    assert (await site.runtime.load(run_id)).status is RunStatus.WAITING_EXTERNAL  # type: ignore[union-attr]
+    assert (await stored_run(site.store, run_id)).status is RunStatus.WAITING_EXTERNAL
 
 
 async def test_a_repeated_completion_returns_the_stored_result(site: Site) -> None:
@@ -159,7 +160,7 @@ async def test_a_non_terminal_result_is_refused(site: Site, status: str) -> None
         422,
         Code.ACTION_RESULT_NOT_TERMINAL,
     )
-    assert (await site.runtime.load(run_id)).status is RunStatus.WAITING_EXTERNAL  # type: ignore[union-attr]
+    assert (await stored_run(site.store, run_id)).status is RunStatus.WAITING_EXTERNAL
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ from signoff import Code, Principal, RunStatus
 from signoff.core.identity import Channel
 from signoff.surfaces.mcp.identity import Caller
 from signoff.surfaces.web.session import Sessions
+from tests.helpers import stored_run
 from tests.web.support import SESSION_SECRET, Site, hidden, token
 
 LEAD: dict[str, Any] = {"sub": "lead-1", "roles": ("billing-lead",)}
@@ -92,7 +93,7 @@ async def test_an_approval_through_the_inbox_resumes_the_run_and_is_recorded_as_
     assert 'id="decision-result"' in after.text and "SUCCEEDED" in after.text
     outcome = await site.runtime.get(pending.run_id, "acme")
     assert outcome is not None and outcome.code == Code.SUCCEEDED
-    run = await site.runtime.load(pending.run_id)
+    run = await stored_run(site.store, pending.run_id)
     assert run is not None and run.approval is not None
     (decision,) = run.approval.decisions
     assert (decision.approver_id, decision.channel, decision.via, decision.reason) == (
@@ -115,7 +116,7 @@ async def test_a_refused_decision_shows_its_code(site: Site) -> None:
             data={"csrf": hidden(page.text, "csrf"), "decision": "approve"},
         )
     assert decided.headers["location"].endswith(f"?done={Code.APPROVER_NOT_ELIGIBLE}&ok=0")
-    assert (await site.runtime.load(pending.run_id)).status is RunStatus.WAITING_APPROVAL  # type: ignore[union-attr]
+    assert (await stored_run(site.store, pending.run_id)).status is RunStatus.WAITING_APPROVAL
 
 
 @pytest.mark.parametrize("csrf", [None, "", "forged-token", "other-session"])
@@ -132,7 +133,7 @@ async def test_a_decision_without_the_sessions_csrf_token_is_refused(
             data["csrf"] = theirs if csrf == "other-session" else csrf
         response = await http.post(f"/approvals/runs/{pending.run_id}/decide", data=data)
     assert response.status_code == 403
-    run = await site.runtime.load(pending.run_id)
+    run = await stored_run(site.store, pending.run_id)
     assert run is not None and run.status is RunStatus.WAITING_APPROVAL
     assert run.approval is not None and run.approval.decisions == ()
     assert site.recorder.count == 0
@@ -166,7 +167,7 @@ async def test_an_approver_of_another_tenant_sees_and_decides_nothing(site: Site
     assert detail.status_code == missing.status_code == decided.status_code == 404
     assert detail.text == missing.text
     assert Code.ACTION_RUN_NOT_FOUND in decided.text
-    run = await site.runtime.load(acme.run_id)
+    run = await stored_run(site.store, acme.run_id)
     assert run is not None and run.status is RunStatus.WAITING_APPROVAL
     assert run.approval is not None and run.approval.decisions == ()
 

@@ -12,6 +12,7 @@ import pytest
 from signoff import Code, RunStatus
 from signoff.store.memory import InMemoryStore, InMemoryWorkerRegistry
 from signoff.surfaces.web import Maintenance, maintenance
+from tests.helpers import stored_run
 from tests.surfaces.support import DEADLINE
 from tests.web.support import Site, site_for_tests
 
@@ -25,10 +26,10 @@ async def test_a_tick_expires_overdue_approvals_and_completes_their_reservation(
     site.clock.advance(timedelta(hours=25))
     report = await Maintenance(site.runtime).tick()
     assert report.expired == 1
-    run = await site.runtime.load(pending.run_id)
+    run = await stored_run(site.store, pending.run_id)
     assert run is not None and run.status is RunStatus.EXPIRED
     assert run.result is not None and run.result.code == Code.APPROVAL_EXPIRED
-    async with site.runtime.store.unit() as unit:
+    async with site.store.unit() as unit:
         kinds = [(e.kind, e.actor) for e in await unit.audit.list_for_run(pending.run_id)]
     assert ("approval_expired", "signoff") in kinds
     replay = await site.propose(key="k")
@@ -60,7 +61,7 @@ async def test_a_tick_forgets_completed_duplicates_after_the_retention(site: Sit
 
 async def test_a_tick_keeps_this_incarnation_visibly_alive(site: Site) -> None:
     await Maintenance(site.runtime).tick()
-    seen = await site.runtime.store.workers.last_seen([site.runtime.worker_id])
+    seen = await site.store.workers.last_seen([site.runtime.worker_id])
     assert seen == {site.runtime.worker_id: site.clock.now()}
 
 
@@ -94,13 +95,13 @@ async def test_the_loop_ticks_in_the_background_and_stops_with_its_block(site: S
 async def test_the_servers_lifespan_runs_the_sweeper() -> None:
     async with site_for_tests(maintenance_every=0.01) as site:
         pending = await site.propose()
-        run = await site.runtime.load(pending.run_id)
+        run = await stored_run(site.store, pending.run_id)
         assert run is not None
         site.clock.advance(timedelta(hours=25))
         async with site.app.router.lifespan_context(site.app):
             # Not through Runtime.get: that would expire the run itself on reading it.
-            await site.runtime.store.wait_for_change(pending.run_id, run.version, DEADLINE)
-        expired = await site.runtime.load(pending.run_id)
+            await site.store.wait_for_change(pending.run_id, run.version, DEADLINE)
+        expired = await stored_run(site.store, pending.run_id)
     assert expired is not None and expired.status is RunStatus.EXPIRED
 
 

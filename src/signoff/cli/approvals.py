@@ -65,7 +65,7 @@ def _caller(name: str | None, tenant: str, roles: str) -> Caller:
 
 
 def _pending_table(application: Application, runs: list[ActionRun]) -> Table:
-    now = application.runtime.clock.now()
+    now = application.runtime.now()
     table = Table(title=f"{len(runs)} run{'s' * (len(runs) != 1)} waiting for approval")
     for column in (
         "run_id",
@@ -80,7 +80,7 @@ def _pending_table(application: Application, runs: list[ActionRun]) -> Table:
     ):
         table.add_column(column, overflow="fold")
     for r in runs:
-        action = application.registry.resolve(r.action_id)
+        action = application.runtime.action(r.action_id)
         state = r.approval
         cells = (
             r.run_id,
@@ -106,8 +106,8 @@ def _progress(r: ActionRun) -> str:
 
 
 def _run_table(application: Application, r: ActionRun) -> Table:
-    now = application.runtime.clock.now()
-    action = application.registry.resolve(r.action_id)
+    now = application.runtime.now()
+    action = application.runtime.action(r.action_id)
     state = r.approval
     table = Table(title=f"run {r.run_id}", show_header=False)
     table.add_column("field", style="bold")

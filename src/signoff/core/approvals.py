@@ -1,4 +1,4 @@
-"""Approval decisions, quorum, resume and expiry.
+"""``Approvals``: decisions, quorum, resume and expiry of runs waiting for approval.
 
 Approval is data on the run, decided by compare-and-set: concurrent approvers each re-read and
 re-apply, so exactly one of them moves the run to RUNNING and dispatches. Resume never reserves
@@ -10,13 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from signoff.core import admission
+from signoff.core.background import Background, Notifications
 from signoff.core.codes import Code
-from signoff.core.compiled import CompiledAction
+from signoff.core.compiled import ActionRegistry, CompiledAction
 from signoff.core.definition import ExecutorMode
-from signoff.core.dispatch import shielded
+from signoff.core.dispatcher import Dispatcher
 from signoff.core.identity import Channel, Principal
+from signoff.core.ledger import MAX_CAS_ATTEMPTS, RunLedger
 from signoff.core.outcomes import outcome_of
-from signoff.core.pipeline import MAX_CAS_ATTEMPTS, Pipeline
+from signoff.core.ports import Clock
 from signoff.core.results import ActionOutcome, ExecutionResult
 from signoff.core.run import (
     ActionRun,
@@ -63,18 +66,35 @@ def approver_refusal(run: ActionRun, approver: Principal) -> Code | None:
     return None
 
 
-class ApprovalFlow(Pipeline):
-    # --------------------------------------------------------------- approvals
+class Approvals:
+    """Owns the approval stage: recording decisions, quorum, resume and expiry."""
+
+    def __init__(
+        self,
+        registry: ActionRegistry,
+        ledger: RunLedger,
+        dispatcher: Dispatcher,
+        notifications: Notifications,
+        background: Background,
+        clock: Clock,
+    ) -> None:
+        self._registry = registry
+        self._ledger = ledger
+        self._dispatcher = dispatcher
+        self._notifications = notifications
+        self._background = background
+        self._clock = clock
+
     async def decide(self, run_id: str, tenant_id: str, request: DecisionRequest) -> DecisionResult:
         """Record one approver's decision; on the last needed approval, resume and dispatch."""
-        return await shielded(self._decide(run_id, tenant_id, request), self._tasks)
+        return await self._background.shield(self._decide(run_id, tenant_id, request))
 
     async def _decide(
         self, run_id: str, tenant_id: str, request: DecisionRequest
     ) -> DecisionResult:
         for _ in range(MAX_CAS_ATTEMPTS):
-            run = await self.load(run_id)
-            if run is None or run.tenant_id != tenant_id:
+            run = await self._ledger.load_in(run_id, tenant_id)
+            if run is None:
                 return DecisionResult(Code.ACTION_RUN_NOT_FOUND, None, accepted=False)
             if run.status is not RunStatus.WAITING_APPROVAL or run.approval is None:
                 code = (
@@ -83,17 +103,16 @@ class ApprovalFlow(Pipeline):
                     else Code.APPROVAL_NOT_PENDING
                 )
                 return DecisionResult(code, outcome_of(run), accepted=False)
-            if self._overdue(run):
-                await self._expire(run)
-                current = await self.load(run_id)
-                assert current is not None
-                return DecisionResult(Code.APPROVAL_EXPIRED, outcome_of(current), accepted=False)
+            if self.overdue(run):
+                await self.expire(run)
+                current = await self._ledger.truth(run_id)
+                return DecisionResult(Code.APPROVAL_EXPIRED, current, accepted=False)
             state = run.approval
             approver = request.approver
             refusal = approver_refusal(run, approver)
             if refusal is not None:
                 return DecisionResult(refusal, outcome_of(run), accepted=False)
-            now = self.clock.now()
+            now = self._clock.now()
             decision = ApprovalDecision(
                 approver_id=approver.id,
                 roles=approver.roles,
@@ -110,46 +129,34 @@ class ApprovalFlow(Pipeline):
                 result = ExecutionResult.denied(
                     Code.APPROVAL_REJECTED, request.reason or "Rejected by an approver."
                 )
-                outcome = await self.terminal_cas(
+                outcome = await self._ledger.terminal(
                     run, result, "approval_rejected", actor=approver.id, data=audit, approval=state
                 )
                 if outcome is None:
                     continue
-                self._decided(run.run_id, "rejected")
+                self._notifications.decided(run.run_id, "rejected")
                 return DecisionResult(Code.APPROVAL_REJECTED, outcome, accepted=True)
 
-            action = self.registry.resolve(run.action_id)
+            action = self._registry.resolve(run.action_id)
             if action is not None and not self._quorum(action, run, state):
                 waiting = run.advance(RunStatus.WAITING_APPROVAL, now, approval=state)
-                stored = await self.cas_with_audit(
+                stored = await self._ledger.cas(
                     run, waiting, "approval_recorded", actor=approver.id, data=audit
                 )
                 if stored is None:
                     continue
-                self._decided(run.run_id, "recorded")
+                self._notifications.decided(run.run_id, "recorded")
                 return DecisionResult(Code.APPROVAL_RECORDED, outcome_of(stored), accepted=True)
 
             outcome = await self._resume(run, action, state, approver.id, audit)
             if outcome is None:
                 continue
-            self._decided(run.run_id, "approved")
+            self._notifications.decided(run.run_id, "approved")
             return DecisionResult(outcome.code, outcome, accepted=True)
         raise RuntimeError(f"decide on {run_id}: too much contention")
 
-    def _decided(self, run_id: str, decision: str) -> None:
-        """Tell the notifier, with the run as committed (it may have executed meanwhile)."""
-        notifier = self.notifier
-        if notifier is None:
-            return
-
-        async def send() -> None:
-            run = await self.load(run_id)
-            if run is not None:
-                await notifier.approval_decided(run, decision)
-
-        self.notify(send())
-
-    def _quorum(self, action: CompiledAction, run: ActionRun, state: ApprovalState) -> bool:
+    @staticmethod
+    def _quorum(action: CompiledAction, run: ActionRun, state: ApprovalState) -> bool:
         """Quorum under the *current* approver rule as well as the one the run was created with."""
         spec = action.definition.approval
         roles = set(state.approver_roles) & set(spec.approver_roles) or set(spec.approver_roles)
@@ -169,21 +176,21 @@ class ApprovalFlow(Pipeline):
         audit: dict[str, str | None],
     ) -> ActionOutcome | None:
         """The last approval arrived: re-check everything, then dispatch. ``None``: CAS lost."""
-        now = self.clock.now()
+        now = self._clock.now()
         refusal: ExecutionResult | None
         if action is None:
             refusal = ExecutionResult.denied(
                 Code.ACTION_NOT_REGISTERED, f"{run.action_id} is no longer registered."
             )
         else:
-            refusal = self.recheck(action, run)
+            refusal = admission.recheck(action, run, now)
         if refusal is not None:
-            return await self.terminal_cas(
+            return await self._ledger.terminal(
                 run, refusal, "resume_refused", actor=approver_id, data=audit, approval=state
             )
         assert action is not None
-        started = self._start_attempt(run, now, approval=state)
-        stored = await self.cas_with_audit(
+        started = self._dispatcher.start_attempt(run, now, approval=state)
+        stored = await self._ledger.cas(
             run,
             started,
             "approved_dispatching",
@@ -193,32 +200,41 @@ class ApprovalFlow(Pipeline):
         if stored is None:
             return None
         if action.definition.mode is ExecutorMode.ASYNC:
-            # Approved work is never refused for a full lane: it queues behind the running limit.
-            self.lane.force_acquire()
-        return await self.dispatch(action, stored)
+            self._dispatcher.force_background()
+        return await self._dispatcher.dispatch(action, stored)
 
     # ------------------------------------------------------------------ expiry
-    def _overdue(self, run: ActionRun) -> bool:
+    def overdue(self, run: ActionRun) -> bool:
+        """Waiting for approval past its deadline (expired by the next read or the sweeper)."""
         return (
             run.status is RunStatus.WAITING_APPROVAL
             and run.approval is not None
             and run.approval.expires_at is not None
-            and run.approval.expires_at <= self.clock.now()
+            and run.approval.expires_at <= self._clock.now()
         )
 
-    async def _expire(self, run: ActionRun) -> bool:
+    async def expire(self, run: ActionRun) -> bool:
+        """Move an overdue run to EXPIRED; ``False`` when another write got there first."""
         result = ExecutionResult.denied(Code.APPROVAL_EXPIRED, "Nobody approved it in time.")
-        outcome = await self.terminal_cas(run, result, "approval_expired", actor="signoff")
+        outcome = await self._ledger.terminal(run, result, "approval_expired", actor="signoff")
         if outcome is not None:
-            self._decided(run.run_id, "expired")
+            self._notifications.decided(run.run_id, "expired")
         return outcome is not None
+
+    async def settled(self, run: ActionRun) -> ActionRun:
+        """``run`` as a reader should see it: an overdue approval is expired first."""
+        if not self.overdue(run):
+            return run
+        await self.expire(run)
+        current = await self._ledger.load(run.run_id)
+        assert current is not None
+        return current
 
     async def expire_overdue(self, limit: int = 1000) -> int:
         """The sweeper: move every overdue approval to EXPIRED. Returns how many it moved."""
-        async with self.store.unit() as unit:
-            waiting = await unit.runs.list(statuses=[RunStatus.WAITING_APPROVAL], limit=limit)
+        waiting = await self._ledger.runs(statuses=[RunStatus.WAITING_APPROVAL], limit=limit)
         moved = 0
         for run in waiting:
-            if self._overdue(run) and await self._expire(run):
+            if self.overdue(run) and await self.expire(run):
                 moved += 1
         return moved

@@ -1,4 +1,7 @@
-"""Calling executors and guards, normalising what they return, and the bounded async lane."""
+"""Calling executors and guards, normalising what they return, and the bounded async lane.
+
+The mechanics only; *when* a guard and an executor run is the ``Dispatcher``'s decision.
+"""
 
 from __future__ import annotations
 
@@ -6,17 +9,32 @@ import asyncio
 import inspect
 import json
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, TypeVar
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from signoff.core.codes import Code, ExecutionStatus
 from signoff.core.compiled import CompiledAction
 from signoff.core.definition import Hook
 from signoff.core.disclosure import exception_detail
 from signoff.core.results import ExecutionContext, ExecutionResult, GuardDecision
+from signoff.core.run import ActionRun
 
-T = TypeVar("T")
 log = logging.getLogger("signoff")
+
+
+def context_for(run: ActionRun) -> ExecutionContext:
+    """What executors, guards and cancel hooks receive for the run's current attempt."""
+    assert run.attempt_token is not None
+    return ExecutionContext(
+        run_id=run.run_id,
+        action_id=run.action_id,
+        tenant_id=run.tenant_id,
+        principal=run.principal,
+        input=run.input,
+        resource=run.resource,
+        attempt_token=run.attempt_token,
+        operation_id=f"{run.run_id}:{run.attempt_token}",
+    )
 
 
 def _is_async(hook: Hook) -> bool:
@@ -157,11 +175,3 @@ class AsyncLane:
     async def drain(self) -> None:
         """Wait until every submitted piece of work has finished."""
         await self._idle.wait()
-
-
-async def shielded(awaitable: Awaitable[T], keep: set[asyncio.Task[Any]]) -> T:
-    """Finish ``awaitable`` even if the caller is cancelled (a client that hangs up mid-call)."""
-    task = asyncio.ensure_future(awaitable)
-    keep.add(task)
-    task.add_done_callback(keep.discard)
-    return await asyncio.shield(task)

@@ -1,9 +1,11 @@
-"""Deferred execution: dispatch, authenticated completion, external cancellation, orphans.
+"""``External``: the far side of deferred execution — authenticated completion, external
+cancellation, and orphans past their deadline.
 
 A deferred run is committed RUNNING with a fresh attempt token before dispatch, and
-WAITING_EXTERNAL after the external system accepted the work. Its operation id
-(``run_id:attempt_token``) is deterministic, so a re-dispatch is idempotent at the receiver.
-Dispatch is at-least-once capable, never exactly-once: receivers must deduplicate by operation id.
+WAITING_EXTERNAL after the external system accepted the work (the ``Dispatcher`` hands it over).
+Its operation id (``run_id:attempt_token``) is deterministic, so a re-dispatch is idempotent at the
+receiver. Dispatch is at-least-once capable, never exactly-once: receivers must deduplicate by
+operation id.
 """
 
 from __future__ import annotations
@@ -11,13 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from signoff.core.approvals import ApprovalFlow
+from signoff.core.background import Background
 from signoff.core.codes import Code, ExecutionStatus, RetryDisposition
-from signoff.core.compiled import CompiledAction
+from signoff.core.compiled import ActionRegistry
 from signoff.core.definition import ExecutorMode, OrphanPolicy
-from signoff.core.dispatch import call_hook, normalize_result, run_guard, shielded
+from signoff.core.dispatch import call_hook, context_for, normalize_result
+from signoff.core.ledger import MAX_CAS_ATTEMPTS, RunLedger
 from signoff.core.outcomes import outcome_of
-from signoff.core.pipeline import MAX_CAS_ATTEMPTS
+from signoff.core.ports import Clock
 from signoff.core.results import ActionOutcome, ExecutionResult
 from signoff.core.run import ActionRun, RunStatus
 
@@ -31,43 +34,16 @@ class CompletionResult:
     accepted: bool
 
 
-class ExternalFlow(ApprovalFlow):
-    async def dispatch(self, action: CompiledAction, run: ActionRun) -> ActionOutcome:
-        if action.definition.mode is ExecutorMode.DEFERRED:
-            return await self._dispatch_deferred(action, run)
-        return await super().dispatch(action, run)
+class External:
+    """Owns completion, cancellation and orphan handling of work handed to an external system."""
 
-    async def _dispatch_deferred(self, action: CompiledAction, run: ActionRun) -> ActionOutcome:
-        context = self.context_for(run)
-        guard = await run_guard(action, context)
-        if not guard.allowed:
-            denial = ExecutionResult.denied(guard.code, guard.message or "Refused by the guard.")
-            return await self.finish(run, denial, "guard_denied")
-        try:
-            receipt = await call_hook(action.definition.executor, context)
-        except Exception as exc:
-            failure = ExecutionResult.manual_review_failure(
-                Code.ACTION_EXECUTION_EXCEPTION, f"dispatch raised {type(exc).__name__}: {exc}"
-            )
-            return await self.finish(run, failure, "executed")
-        if isinstance(receipt, ExecutionResult):
-            # The executor answered with a final result at once: no external wait.
-            return await self.finish(run, normalize_result(action, receipt), "executed")
-        now = self.clock.now()
-        timeout = action.definition.timeout
-        waiting = run.advance(
-            RunStatus.WAITING_EXTERNAL,
-            now,
-            dispatched_at=run.dispatched_at or now,
-            deadline_at=now + timeout if timeout is not None else None,
-        )
-        data = {"receipt": receipt} if isinstance(receipt, dict) else None
-        stored = await self.cas_with_audit(run, waiting, "external_accepted", data=data)
-        if stored is None:  # an early callback already completed it
-            current = await self.load(run.run_id)
-            assert current is not None
-            return outcome_of(current)
-        return outcome_of(stored)
+    def __init__(
+        self, registry: ActionRegistry, ledger: RunLedger, background: Background, clock: Clock
+    ) -> None:
+        self._registry = registry
+        self._ledger = ledger
+        self._background = background
+        self._clock = clock
 
     # -------------------------------------------------------------- completion
     async def complete(
@@ -83,7 +59,9 @@ class ExternalFlow(ApprovalFlow):
         ``tenant_id`` comes from an authenticated callback; ``None`` is for trusted in-process
         integrations. A repeated completion answers the stored result; a stale token is refused.
         """
-        return await shielded(self._complete(run_id, attempt_token, result, tenant_id), self._tasks)
+        return await self._background.shield(
+            self._complete(run_id, attempt_token, result, tenant_id)
+        )
 
     async def _complete(
         self, run_id: str, token: str, result: ExecutionResult, tenant_id: str | None
@@ -91,8 +69,8 @@ class ExternalFlow(ApprovalFlow):
         if result.status not in (ExecutionStatus.SUCCEEDED, ExecutionStatus.FAILED):
             return CompletionResult(Code.ACTION_RESULT_NOT_TERMINAL, None, accepted=False)
         for _ in range(MAX_CAS_ATTEMPTS):
-            run = await self.load(run_id)
-            if run is None or (tenant_id is not None and run.tenant_id != tenant_id):
+            run = await self._ledger.load_in(run_id, tenant_id)
+            if run is None:
                 return CompletionResult(Code.ACTION_RUN_NOT_FOUND, None, accepted=False)
             if run.attempt_token is None or run.attempt_token != token:
                 return CompletionResult(Code.STALE_ACTION_ATTEMPT, None, accepted=False)
@@ -104,21 +82,23 @@ class ExternalFlow(ApprovalFlow):
             )
             if not awaiting:
                 return CompletionResult(Code.STALE_ACTION_ATTEMPT, None, accepted=False)
-            action = self.registry.resolve(run.action_id)
+            action = self._registry.resolve(run.action_id)
             final = normalize_result(action, result) if action is not None else result
-            outcome = await self.terminal_cas(run, final, "external_completed", actor="external")
+            outcome = await self._ledger.terminal(
+                run, final, "external_completed", actor="external"
+            )
             if outcome is not None:
                 return CompletionResult(outcome.code, outcome, accepted=True)
         raise RuntimeError(f"complete on {run_id}: too much contention")
 
     # ------------------------------------------------------------ cancellation
-    async def cancel_external(self, run: ActionRun, actor: str) -> ActionOutcome | None:
+    async def cancel(self, run: ActionRun, actor: str) -> ActionOutcome | None:
         """Ask the external system to stop (idempotent hook), then record CANCELLED.
 
         CANCELLED is signoff's terminal decision, not proof the external work stopped; a failing
         or missing hook says so with MANUAL_REVIEW. ``None``: a completion won the race.
         """
-        action = self.registry.resolve(run.action_id)
+        action = self._registry.resolve(run.action_id)
         hook = action.definition.cancel if action is not None else None
         if hook is None:
             result = ExecutionResult.cancelled(
@@ -127,7 +107,7 @@ class ExternalFlow(ApprovalFlow):
             )
         else:
             try:
-                answer: Any = await call_hook(hook, self.context_for(run))
+                answer: Any = await call_hook(hook, context_for(run))
                 stopped = answer is not False and not (
                     isinstance(answer, ExecutionResult) and answer.status is ExecutionStatus.FAILED
                 )
@@ -142,28 +122,29 @@ class ExternalFlow(ApprovalFlow):
                     retry=RetryDisposition.MANUAL_REVIEW,
                 )
             )
-        return await self.terminal_cas(
+        return await self._ledger.terminal(
             run, result, "cancelled", actor=actor, data={"previous": str(run.status)}
         )
 
     # ----------------------------------------------------------------- orphans
-    async def sweep_external(self, limit: int = 1000) -> int:
+    async def sweep(self, limit: int = 1000) -> int:
         """Apply the orphan policy to WAITING_EXTERNAL runs past their deadline."""
-        async with self.store.unit() as unit:
-            waiting = await unit.runs.list(statuses=[RunStatus.WAITING_EXTERNAL], limit=limit)
-        now = self.clock.now()
+        waiting = await self._ledger.runs(statuses=[RunStatus.WAITING_EXTERNAL], limit=limit)
+        now = self._clock.now()
         handled = 0
         for run in waiting:
             if run.deadline_at is None or run.deadline_at > now:
                 continue
-            action = self.registry.resolve(run.action_id)
+            action = self._registry.resolve(run.action_id)
             policy = action.definition.orphan if action is not None else OrphanPolicy.MANUAL_REVIEW
             if policy is OrphanPolicy.CANCEL:
-                outcome = await self.cancel_external(run, "signoff")
+                outcome = await self.cancel(run, "signoff")
             else:
                 failure = ExecutionResult.manual_review_failure(
                     Code.ACTION_EXTERNAL_TIMEOUT, "The external system never reported completion."
                 )
-                outcome = await self.terminal_cas(run, failure, "external_timeout", actor="signoff")
+                outcome = await self._ledger.terminal(
+                    run, failure, "external_timeout", actor="signoff"
+                )
             handled += outcome is not None
         return handled

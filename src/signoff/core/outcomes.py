@@ -111,3 +111,15 @@ def event(
         code=code,
         data=data or None,
     )
+
+
+def not_found(run_id: str) -> ActionOutcome:
+    """The answer for a run that does not exist in the caller's tenant (never disclosed)."""
+    return ActionOutcome(
+        run_id=run_id,
+        action="",
+        status=ExecutionStatus.DENIED,
+        code=Code.ACTION_RUN_NOT_FOUND,
+        retry=RetryDisposition.NEVER,
+        message="No such run.",
+    )

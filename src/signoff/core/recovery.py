@@ -1,4 +1,4 @@
-"""Crash recovery: reconcile non-terminal runs by state, through the normal CAS transitions.
+"""``Recovery``: reconcile non-terminal runs by state, through the normal CAS transitions.
 
 - WAITING_APPROVAL keeps waiting; overdue ones expire.
 - WAITING_EXTERNAL keeps waiting; overdue ones follow the action's orphan policy.
@@ -23,10 +23,15 @@ import contextlib
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from signoff.core import admission
+from signoff.core.approvals import Approvals
 from signoff.core.codes import Code
+from signoff.core.compiled import ActionRegistry
 from signoff.core.definition import ExecutorMode
-from signoff.core.external import ExternalFlow
-from signoff.core.ports import Liveness
+from signoff.core.dispatcher import Dispatcher
+from signoff.core.external import External
+from signoff.core.ledger import RunLedger
+from signoff.core.ports import Clock, Liveness
 from signoff.core.results import ExecutionResult
 from signoff.core.run import ActionRun, RunStatus
 
@@ -43,11 +48,35 @@ class RecoveryReport:
     skipped: int = 0
 
 
-class RecoveryFlow(ExternalFlow):
-    worker_ttl: timedelta = WORKER_TTL
+class Recovery:
+    """Owns crash recovery and this incarnation's heartbeat."""
+
+    def __init__(
+        self,
+        registry: ActionRegistry,
+        ledger: RunLedger,
+        dispatcher: Dispatcher,
+        approvals: Approvals,
+        external: External,
+        clock: Clock,
+        instance_id: str,
+        worker_ttl: timedelta = WORKER_TTL,
+    ) -> None:
+        self._registry = registry
+        self._ledger = ledger
+        self._dispatcher = dispatcher
+        self._approvals = approvals
+        self._external = external
+        self._clock = clock
+        self._instance_id = instance_id
+        self._worker_ttl = worker_ttl
+
+    @property
+    def _worker_id(self) -> str:
+        return self._dispatcher.worker_id
 
     async def heartbeat(self) -> None:
-        await self.store.workers.heartbeat(self.worker_id, self.clock.now())
+        await self._ledger.heartbeat(self._worker_id, self._clock.now())
 
     async def heartbeat_forever(self, every: float = HEARTBEAT_EVERY) -> None:
         """Keep this incarnation visibly alive (the server runs it in the background)."""
@@ -62,8 +91,8 @@ class RecoveryFlow(ExternalFlow):
         as abandoned. Without it, only dead holders (see the module docstring) are recovered.
         """
         await self.heartbeat()
-        expired = await self.expire_overdue(limit)
-        orphaned = await self.sweep_external(limit)
+        expired = await self._approvals.expire_overdue(limit)
+        orphaned = await self._external.sweep(limit)
         report = await self.recover_running(instance_id, limit)
         report.expired, report.orphaned = expired, orphaned
         return report
@@ -75,8 +104,7 @@ class RecoveryFlow(ExternalFlow):
         pulse = asyncio.get_running_loop().create_task(self.heartbeat_forever())
         try:
             report = RecoveryReport()
-            async with self.store.unit() as unit:
-                running = await unit.runs.list(statuses=[RunStatus.RUNNING], limit=limit)
+            running = await self._ledger.runs(statuses=[RunStatus.RUNNING], limit=limit)
             dead = await self._dead_holders(running, instance_id)
             for run in running:
                 if run.worker_id in dead:
@@ -93,43 +121,42 @@ class RecoveryFlow(ExternalFlow):
         holders = {run.worker_id for run in runs}
         dead: set[str | None] = {None} if None in holders else set()
         unknown: list[str] = []
-        for holder in holders - {None, self.worker_id}:
+        for holder in holders - {None, self._worker_id}:
             assert holder is not None
             instance = holder.rpartition("/")[0]
-            if instance in (named, self.instance_id):
+            if instance in (named, self._instance_id):
                 dead.add(holder)
             else:
                 unknown.append(holder)
-        known = await self.store.workers.liveness(unknown)
+        known = await self._ledger.liveness(unknown)
         dead.update(h for h in unknown if known.get(h) is Liveness.DEAD)
         # Only where neither the process nor the database session can be observed does the
         # heartbeat's age decide (another host, a holder from before liveness was recorded).
         undecided = [h for h in unknown if known.get(h, Liveness.UNKNOWN) is Liveness.UNKNOWN]
-        seen = await self.store.workers.last_seen(undecided)
-        cutoff = self.clock.now() - self.worker_ttl
+        seen = await self._ledger.last_seen(undecided)
+        cutoff = self._clock.now() - self._worker_ttl
         dead.update(h for h in undecided if h not in seen or seen[h] < cutoff)
         return dead
 
     async def _recover_running(self, run: ActionRun, report: RecoveryReport) -> None:
-        action = self.registry.resolve(run.action_id)
+        action = self._registry.resolve(run.action_id)
         never_started = run.executor_mode == ExecutorMode.ASYNC and run.dispatched_at is None
         if action is None or not (never_started or action.definition.executor_idempotent):
             failure = ExecutionResult.manual_review_failure(
                 Code.ACTION_INTERRUPTED,
                 "signoff stopped while the action ran; its side effect may or may not have happened.",
             )
-            if await self.terminal_cas(run, failure, "recovered_interrupted", actor="recovery"):
+            if await self._ledger.terminal(run, failure, "recovered_interrupted", actor="recovery"):
                 report.interrupted.append(run.run_id)
             return
-        refusal = self.recheck(action, run)
+        refusal = admission.recheck(action, run, self._clock.now())
         if refusal is not None:
             if not never_started:  # the effect may already have happened before the crash
                 refusal = ExecutionResult.manual_review_failure(refusal.code, refusal.message)
-            await self.terminal_cas(run, refusal, "recovery_refused", actor="recovery")
+            await self._ledger.terminal(run, refusal, "recovery_refused", actor="recovery")
             return
-        now = self.clock.now()
-        claimed = run.advance(RunStatus.RUNNING, now, dispatched_at=now, worker_id=self.worker_id)
-        stored = await self.cas_with_audit(
+        claimed = self._dispatcher.claim(run, self._clock.now())
+        stored = await self._ledger.cas(
             run,
             claimed,
             "recovery_redispatch",
@@ -139,7 +166,4 @@ class RecoveryFlow(ExternalFlow):
         if stored is None:  # another recoverer or a completion got there first
             return
         report.redispatched.append(run.run_id)
-        if action.definition.mode is ExecutorMode.DEFERRED:
-            await self._dispatch_deferred(action, stored)
-        else:
-            await self._guard_execute_record(action, stored)
+        await self._dispatcher.execute(action, stored)

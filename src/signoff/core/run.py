@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import TypedDict, Unpack
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from signoff.core.definition import ExecutorMode
 from signoff.core.identity import Channel, Principal, ProposerType
 from signoff.core.results import ExecutionResult, JsonObject
 
@@ -127,9 +128,6 @@ class ApprovalState(BaseModel):
     def rejected(self) -> bool:
         return any(d.decision is ApprovalVote.REJECT for d in self.decisions)
 
-    def quorum_reached(self) -> bool:
-        return len({d.approver_id for d in self.approvals()}) >= self.count
-
     def decided_by(self, approver_id: str) -> ApprovalDecision | None:
         return next((d for d in self.decisions if d.approver_id == approver_id), None)
 
@@ -143,6 +141,24 @@ class DuplicateScope(BaseModel):
     action_id: str
     idempotency_key: str
     visibility: str
+
+
+class RunChanges(TypedDict, total=False):
+    """The fields a transition may change besides status and time. A misspelt or mistyped field
+    is a type error (PEP 692), never silently dropped."""
+
+    executor_mode: ExecutorMode
+    input_hash: str
+    resource: str | None
+    attempt: int
+    attempt_token: str
+    worker_id: str
+    approval: ApprovalState
+    duplicate_scope: DuplicateScope | None
+    duplicate_of: str
+    result: ExecutionResult
+    dispatched_at: datetime
+    deadline_at: datetime | None
 
 
 class ActionRun(BaseModel):
@@ -164,7 +180,7 @@ class ActionRun(BaseModel):
     version: int = 1
     attempt: int = 0
     attempt_token: str | None = None
-    executor_mode: str | None = None
+    executor_mode: ExecutorMode | None = None
     approval: ApprovalState | None = None
     duplicate_scope: DuplicateScope | None = None
     duplicate_of: str | None = None
@@ -186,8 +202,11 @@ class ActionRun(BaseModel):
         """Deterministic per attempt, so a re-dispatch is idempotent at the receiver."""
         return f"{self.run_id}:{self.attempt_token}" if self.attempt_token else None
 
-    def advance(self, status: RunStatus, at: datetime, **changes: Any) -> ActionRun:
+    def advance(self, status: RunStatus, at: datetime, **changes: Unpack[RunChanges]) -> ActionRun:
         """A copy in ``status`` with ``changes``; the version is advanced by the store's CAS."""
         if status not in TRANSITIONS[self.status]:
             raise IllegalTransition(f"{self.run_id}: {self.status} -> {status} is not allowed")
+        unknown = changes.keys() - RunChanges.__annotations__.keys()
+        if unknown:  # a caller that bypassed the type checker
+            raise TypeError(f"ActionRun.advance: unknown fields {sorted(unknown)}")
         return self.model_copy(update={**changes, "status": status, "updated_at": at})

@@ -1,32 +1,142 @@
-"""``Runtime``: everything a surface calls — proposals, decisions, reads, cancellation,
-external completion and recovery — assembled from one module per concern."""
+"""``Runtime``: the one narrow facade every surface uses.
+
+Governed operations — propose, decide, cancel, complete, recover and the housekeeping chores
+(expire, sweep, heartbeat) — and reads scoped to a tenant (get, wait, list, audit trail, the
+registered actions). Nothing on it can change a run except through a governed operation: the
+commit machinery lives in the collaborators it composes and is not reachable from here.
+
+    Runtime ──> Pipeline · Approvals · External · Cancellation · Recovery
+                    └───────── RunLedger (durable writes) · Dispatcher (guard once, then execute)
+"""
 
 from __future__ import annotations
 
-from signoff.core.approvals import DecisionRequest, DecisionResult
-from signoff.core.codes import Code, ExecutionStatus, RetryDisposition
-from signoff.core.definition import ExecutorMode
-from signoff.core.dispatch import shielded
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from signoff.core.approvals import Approvals, DecisionRequest, DecisionResult
+from signoff.core.background import Background, Notifications
+from signoff.core.cancellation import Cancellation
+from signoff.core.clock import SystemClock, new_token
+from signoff.core.compiled import ActionRegistry, CompiledAction
+from signoff.core.dispatch import AsyncLane
+from signoff.core.dispatcher import Dispatcher
+from signoff.core.external import CompletionResult, External
 from signoff.core.identity import Principal
-from signoff.core.outcomes import outcome_of
-from signoff.core.pipeline import MAX_CAS_ATTEMPTS
-from signoff.core.recovery import RecoveryFlow
+from signoff.core.ledger import RunLedger
+from signoff.core.outcomes import not_found, outcome_of
+from signoff.core.pipeline import Pipeline
+from signoff.core.ports import AuditEvent, Clock, Notifier, Store
+from signoff.core.proposal import ActionProposal
+from signoff.core.recovery import WORKER_TTL, Recovery, RecoveryReport
 from signoff.core.results import ActionOutcome, ExecutionResult
 from signoff.core.run import ActionRun, RunStatus
 
 __all__ = ["DecisionRequest", "DecisionResult", "Runtime"]
 
-_CANCELLABLE = frozenset(
-    {
-        RunStatus.REQUESTED,
-        RunStatus.VALIDATING,
-        RunStatus.POLICY_EVALUATED,
-        RunStatus.WAITING_APPROVAL,
-    }
-)
 
+class Runtime:
+    def __init__(
+        self,
+        registry: ActionRegistry,
+        store: Store,
+        clock: Clock | None = None,
+        lane: AsyncLane | None = None,
+        instance_id: str = "default",
+        notifier: Notifier | None = None,
+        worker_ttl: timedelta = WORKER_TTL,
+    ) -> None:
+        self._registry = registry
+        self._clock: Clock = clock or SystemClock()
+        self._instance_id = instance_id
+        # One incarnation per process life: ``worker_id`` says which life holds a RUNNING run.
+        self._worker_id = f"{instance_id}/{new_token()}"
+        self._background = Background()
+        self._ledger = RunLedger(store, self._clock)
+        self._notifications = Notifications(self._background, self._ledger, notifier)
+        self._dispatcher = Dispatcher(self._ledger, self._clock, self._worker_id, lane)
+        self._pipeline = Pipeline(
+            registry,
+            self._ledger,
+            self._dispatcher,
+            self._notifications,
+            self._background,
+            self._clock,
+        )
+        self._approvals = Approvals(
+            registry,
+            self._ledger,
+            self._dispatcher,
+            self._notifications,
+            self._background,
+            self._clock,
+        )
+        self._external = External(registry, self._ledger, self._background, self._clock)
+        self._cancellation = Cancellation(
+            self._ledger, self._approvals, self._external, self._background
+        )
+        self._recovery = Recovery(
+            registry,
+            self._ledger,
+            self._dispatcher,
+            self._approvals,
+            self._external,
+            self._clock,
+            instance_id,
+            worker_ttl,
+        )
 
-class Runtime(RecoveryFlow):
+    # ---------------------------------------------------------------- identity
+    @property
+    def instance_id(self) -> str:
+        return self._instance_id
+
+    @property
+    def worker_id(self) -> str:
+        """``instance/incarnation``: this process life, as recorded on the runs it holds."""
+        return self._worker_id
+
+    def now(self) -> datetime:
+        """The runtime's clock (surfaces show times relative to it)."""
+        return self._clock.now()
+
+    @property
+    def notifier(self) -> Notifier | None:
+        return self._notifications.notifier
+
+    @notifier.setter
+    def notifier(self, notifier: Notifier | None) -> None:
+        self._notifications.notifier = notifier
+
+    # ------------------------------------------------------- governed operations
+    async def propose(self, proposal: ActionProposal) -> ActionOutcome:
+        """Govern one proposal (``pipeline.py``)."""
+        return await self._pipeline.propose(proposal)
+
+    async def decide(self, run_id: str, tenant_id: str, request: DecisionRequest) -> DecisionResult:
+        """Record one approver's decision; the last needed approval resumes the run."""
+        return await self._approvals.decide(run_id, tenant_id, request)
+
+    async def cancel(self, run_id: str, tenant_id: str, principal: Principal) -> ActionOutcome:
+        """Cancel before dispatch, or external work through its cancel hook. A running synchronous
+        run is never reported cancelled."""
+        return await self._cancellation.cancel(run_id, tenant_id, principal)
+
+    async def complete(
+        self,
+        run_id: str,
+        attempt_token: str,
+        result: ExecutionResult,
+        *,
+        tenant_id: str | None = None,
+    ) -> CompletionResult:
+        """Record the external system's final result for the matching attempt.
+
+        ``tenant_id`` comes from an authenticated callback; ``None`` is for trusted in-process
+        integrations. A repeated completion answers the stored result; a stale token is refused.
+        """
+        return await self._external.complete(run_id, attempt_token, result, tenant_id=tenant_id)
+
     # ------------------------------------------------------------------- reads
     async def get(self, run_id: str, tenant_id: str) -> ActionOutcome | None:
         """The run's outcome, or ``None`` when it does not exist in this tenant (never disclosed)."""
@@ -34,87 +144,82 @@ class Runtime(RecoveryFlow):
         return outcome_of(run) if run is not None else None
 
     async def get_run(self, run_id: str, tenant_id: str) -> ActionRun | None:
-        run = await self.load(run_id)
-        if run is None or run.tenant_id != tenant_id:
-            return None
-        if self._overdue(run):
-            await self._expire(run)
-            run = await self.load(run_id)
-        return run
+        """The stored run in this tenant; an approval past its deadline reads as expired."""
+        run = await self._ledger.load_in(run_id, tenant_id)
+        return await self._approvals.settled(run) if run is not None else None
 
     async def wait(self, run_id: str, tenant_id: str, timeout: float) -> ActionOutcome | None:
         """Long-poll: return once the run changes or reaches a final state, or at ``timeout``."""
         run = await self.get_run(run_id, tenant_id)
         if run is None or run.is_terminal or timeout <= 0:
             return outcome_of(run) if run is not None else None
-        await self.store.wait_for_change(run_id, run.version, timeout)
+        await self._ledger.wait_for_change(run_id, run.version, timeout)
         return await self.get(run_id, tenant_id)
 
-    # ------------------------------------------------------------ cancellation
-    async def cancel(self, run_id: str, tenant_id: str, principal: Principal) -> ActionOutcome:
-        """Cancel before dispatch, or external work through its cancel hook. A running synchronous
-        run is never reported cancelled."""
-        return await shielded(self._cancel(run_id, tenant_id, principal), self._tasks)
-
-    async def _cancel(self, run_id: str, tenant_id: str, principal: Principal) -> ActionOutcome:
-        for _ in range(MAX_CAS_ATTEMPTS):
-            run = await self.get_run(run_id, tenant_id)
-            if run is None:
-                return self.not_found(run_id)
-            # Refusals keep the run's own status and say in ``code`` what happened to the request.
-            if run.is_terminal:
-                return outcome_of(
-                    run,
-                    code=Code.ACTION_RUN_ALREADY_TERMINAL,
-                    message="The run already finished; nothing was cancelled.",
-                )
-            if not self._may_cancel(run, principal):
-                return outcome_of(
-                    run,
-                    code=Code.POLICY_DENIED,
-                    message="Only the proposer or an approver of this run may cancel it.",
-                )
-            if run.status is RunStatus.WAITING_EXTERNAL:
-                external = await self.cancel_external(run, principal.id)
-                if external is not None:
-                    return external
-                continue
-            if run.status not in _CANCELLABLE and not self._queued(run):
-                return outcome_of(
-                    run,
-                    code=Code.ACTION_RUN_NOT_CANCELLABLE_WHILE_RUNNING,
-                    message="The action is already executing; it cannot be cancelled now.",
-                )
-            result = ExecutionResult.cancelled(message=f"Cancelled by {principal.id}.")
-            outcome = await self.terminal_cas(
-                run, result, "cancelled", actor=principal.id, data={"previous": str(run.status)}
-            )
-            if outcome is not None:
-                return outcome
-        raise RuntimeError(f"cancel on {run_id}: too much contention")
-
-    @staticmethod
-    def _queued(run: ActionRun) -> bool:
-        """Background work committed RUNNING but not yet claimed for dispatch."""
-        return (
-            run.status is RunStatus.RUNNING
-            and run.executor_mode == ExecutorMode.ASYNC
-            and run.dispatched_at is None
+    async def list_runs(
+        self,
+        tenant_id: str,
+        *,
+        statuses: Sequence[RunStatus] | None = None,
+        limit: int = 100,
+        before_run_id: str | None = None,
+    ) -> list[ActionRun]:
+        """The tenant's stored runs, newest first (one page; ``before_run_id`` continues)."""
+        return await self._ledger.runs(
+            tenant_id=tenant_id, statuses=statuses, limit=limit, before_run_id=before_run_id
         )
 
-    @staticmethod
-    def _may_cancel(run: ActionRun, principal: Principal) -> bool:
-        if principal.id == run.principal.id:
-            return True
-        return run.approval is not None and principal.has_any_role(run.approval.approver_roles)
+    async def audit_trail(self, run_id: str, tenant_id: str) -> list[AuditEvent]:
+        """The run's audit events in order; none when it does not exist in this tenant (every
+        stored run has at least its proposal)."""
+        if await self._ledger.load_in(run_id, tenant_id) is None:
+            return []
+        return await self._ledger.trail(run_id)
+
+    def action(self, action_id: str) -> CompiledAction | None:
+        """The registered action by id, as currently loaded."""
+        return self._registry.resolve(action_id)
+
+    def action_for_tool(self, name: str) -> CompiledAction | None:
+        """The registered action whose MCP tool name is ``name``."""
+        return self._registry.resolve_tool(name)
+
+    def actions(self) -> list[CompiledAction]:
+        """Every registered action, sorted by id."""
+        return self._registry.all()
 
     @staticmethod
     def not_found(run_id: str) -> ActionOutcome:
-        return ActionOutcome(
-            run_id=run_id,
-            action="",
-            status=ExecutionStatus.DENIED,
-            code=Code.ACTION_RUN_NOT_FOUND,
-            retry=RetryDisposition.NEVER,
-            message="No such run.",
-        )
+        return not_found(run_id)
+
+    # ------------------------------------------------------- recovery, housekeeping
+    async def recover(self, instance_id: str | None = None, limit: int = 10_000) -> RecoveryReport:
+        """Reconcile after a crash (``recovery.py``): at every server start and by ``signoff
+        recover``; ``instance_id`` is the operator's word that that instance is down."""
+        return await self._recovery.recover(instance_id, limit)
+
+    async def recover_running(self, limit: int = 10_000) -> RecoveryReport:
+        """Reconcile RUNNING runs whose holder is dead (the housekeeping loop)."""
+        return await self._recovery.recover_running(None, limit)
+
+    async def expire_overdue(self, limit: int = 1000) -> int:
+        """Move every overdue approval to EXPIRED; returns how many moved."""
+        return await self._approvals.expire_overdue(limit)
+
+    async def sweep_external(self, limit: int = 1000) -> int:
+        """Apply the orphan policy to deferred runs past their deadline; returns how many."""
+        return await self._external.sweep(limit)
+
+    async def purge_duplicates(self, retention: timedelta) -> int:
+        """Forget completed duplicate results kept longer than ``retention``: after that the
+        same key runs again instead of replaying. Returns how many were forgotten."""
+        return await self._ledger.purge_duplicates(self._clock.now() - retention)
+
+    async def heartbeat(self) -> None:
+        """Keep this incarnation visibly alive for other instances' recovery."""
+        await self._recovery.heartbeat()
+
+    async def drain(self) -> None:
+        """Wait for shielded calls and background work to finish (tests, shutdown)."""
+        await self._background.drain()
+        await self._dispatcher.drain()

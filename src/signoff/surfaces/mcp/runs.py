@@ -72,13 +72,9 @@ class RunQueries:
         cursor = before if before is None or _plausible(before) else ""
         exhausted = False
         for _ in range(_MAX_PAGES):
-            async with self.runtime.store.unit() as unit:
-                page = await unit.runs.list(
-                    tenant_id=caller.tenant_id,
-                    statuses=statuses,
-                    limit=limit,
-                    before_run_id=cursor,
-                )
+            page = await self.runtime.list_runs(
+                caller.tenant_id, statuses=statuses, limit=limit, before_run_id=cursor
+            )
             for run in page:
                 cursor = run.run_id
                 outcome = await self._current(run, caller)

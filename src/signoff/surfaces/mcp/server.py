@@ -28,7 +28,6 @@ from pydantic import BaseModel
 
 from signoff import __version__
 from signoff.core.codes import Code
-from signoff.core.compiled import ActionRegistry
 from signoff.core.definition import tool_name
 from signoff.core.identity import Channel, ProposerType
 from signoff.core.input_limits import safe_text
@@ -104,10 +103,6 @@ class SignoffMCP:
         )
         self.server.middleware.append(self._track_legacy_connection)
 
-    @property
-    def registry(self) -> ActionRegistry:
-        return self.runtime.registry
-
     # ------------------------------------------------------------------ identity
     def _caller(self, ctx: ServerRequestContext[Any, Any]) -> Caller:
         caller = self._identify(ctx)
@@ -122,7 +117,7 @@ class SignoffMCP:
         caller = self._caller(ctx)
         listed = [
             tools.action_tool(action)
-            for action in self.registry.all()
+            for action in self.runtime.actions()
             if tools.visible_to(action, caller.principal) and not self._shadowed(action.id)
         ]
         listed.extend(self._builtin_tools.values())
@@ -142,7 +137,7 @@ class SignoffMCP:
         """For the SDK's ``Mcp-Param-*`` header check only (no argument validation happens)."""
         if name in self._builtin_tools:
             return self._builtin_tools[name].input_schema
-        action = self.registry.resolve_tool(name)
+        action = self.runtime.action_for_tool(name)
         return action.definition.input_schema if action is not None else None
 
     async def _call_tool(
@@ -170,7 +165,7 @@ class SignoffMCP:
                 logger.exception("%s failed", params.name)
                 return _tool_result(tools.runtime_failure(params.name), is_error=True)
             return _tool_result(model, is_error=is_error)
-        action = self.registry.resolve_tool(params.name)
+        action = self.runtime.action_for_tool(params.name)
         # An unknown name goes to the pipeline as it is: it records ACTION_NOT_REGISTERED.
         action_id = action.id if action is not None else params.name
         outcome = await self.propose(caller, action_id, arguments)

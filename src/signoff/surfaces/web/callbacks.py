@@ -89,7 +89,7 @@ class Callbacks:
         run = await self.runtime.get_run(run_id, tenant)
         if run is None:
             return None
-        action = self.runtime.registry.resolve(run.action_id)
+        action = self.runtime.action(run.action_id)
         own = action.definition.callback_secret if action is not None else None
         if own is None and self.server_secret is None:
             log.warning("callback for %s refused: no callback secret is configured", run_id)

@@ -135,7 +135,7 @@ class Inbox:
         session = self.sessions.read(request)
         if session is None or session.caller is None:
             return _to_sign_in(PREFIX)
-        now = self.runtime.clock.now()
+        now = self.runtime.now()
         runs = await pending_for(self.runtime, session.caller.tenant_id, session.caller)
         rows = [self._row(run, now, session) for run in runs]
         return self.render(request, "inbox.html", session, rows=rows)
@@ -156,7 +156,7 @@ class Inbox:
                 "text": describe(done),
                 "ok": request.query_params.get("ok") == "1",
             }
-        row = self._row(run, self.runtime.clock.now(), session)
+        row = self._row(run, self.runtime.now(), session)
         return self.render(request, "run.html", session, run=row, banner=banner)
 
     async def decide(self, request: Request) -> Response:
@@ -204,7 +204,7 @@ class Inbox:
 
     # ---------------------------------------------------------------- helpers
     def _row(self, run: ActionRun, now: Any, session: Session) -> dict[str, Any]:
-        action = self.runtime.registry.resolve(run.action_id)
+        action = self.runtime.action(run.action_id)
         definition = action.definition if action is not None else None
         state = run.approval
         received = len({d.approver_id for d in state.approvals()}) if state is not None else 0

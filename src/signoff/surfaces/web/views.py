@@ -33,7 +33,7 @@ class Field:
 
 
 def _sensitive(runtime: Runtime, run: ActionRun) -> frozenset[str]:
-    action = runtime.registry.resolve(run.action_id)
+    action = runtime.action(run.action_id)
     return frozenset(action.definition.sensitive_fields) if action is not None else frozenset()
 
 
@@ -67,7 +67,7 @@ class ActionFacts:
 
 
 def action_facts(runtime: Runtime, run: ActionRun) -> ActionFacts:
-    action = runtime.registry.resolve(run.action_id)
+    action = runtime.action(run.action_id)
     if action is None:
         return ActionFacts(title=run.action_id, risk="?", effect="?")
     definition = action.definition
@@ -80,7 +80,7 @@ def action_facts(runtime: Runtime, run: ActionRun) -> ActionFacts:
 
 def approval_reason(runtime: Runtime, run: ActionRun) -> str:
     """Why this run needs a person, in a sentence: the manifest's rule, or signoff's default."""
-    action = runtime.registry.resolve(run.action_id)
+    action = runtime.action(run.action_id)
     if action is None:
         return "Its action is no longer registered."
     definition = action.definition
@@ -97,7 +97,7 @@ def approval_reason(runtime: Runtime, run: ActionRun) -> str:
 
 
 def now(runtime: Runtime) -> datetime:
-    return runtime.clock.now()
+    return runtime.now()
 
 
 def may_decide(run: ActionRun, caller: Caller) -> bool:
@@ -118,17 +118,16 @@ async def pending_for(
     """Waiting runs of the tenant, newest first: with ``caller``, only those it could decide.
 
     Overdue ones are left out (the sweeper or the next read expires them)."""
-    now = runtime.clock.now()
+    now = runtime.now()
     found: list[ActionRun] = []
     cursor: str | None = None
     for _ in range(_MAX_PAGES):
-        async with runtime.store.unit() as unit:
-            page = await unit.runs.list(
-                tenant_id=tenant_id,
-                statuses=[RunStatus.WAITING_APPROVAL],
-                limit=_PAGE,
-                before_run_id=cursor,
-            )
+        page = await runtime.list_runs(
+            tenant_id,
+            statuses=[RunStatus.WAITING_APPROVAL],
+            limit=_PAGE,
+            before_run_id=cursor,
+        )
         for run in page:
             cursor = run.run_id
             if run.tenant_id != tenant_id or (caller is not None and not is_candidate(run, caller)):
@@ -148,7 +147,7 @@ def run_json(runtime: Runtime, run: ActionRun, caller: Caller | None) -> dict[st
     """The JSON API's view of one run (input masked as on the approvers' screens).
 
     ``may_decide`` (a display hint for ``caller``) is left out when there is no caller."""
-    action = runtime.registry.resolve(run.action_id)
+    action = runtime.action(run.action_id)
     definition = action.definition if action is not None else None
     state = run.approval
     approval: dict[str, Any] | None = None

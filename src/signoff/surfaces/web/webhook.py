@@ -55,7 +55,7 @@ class WebhookNotifier:
         return {
             "event": event,
             "decision": decision,
-            "sent_at": self.runtime.clock.now().isoformat().replace("+00:00", "Z"),
+            "sent_at": self.runtime.now().isoformat().replace("+00:00", "Z"),
             "run": run_json(self.runtime, run, None),
             "links": {"inbox": f"{self.public_url}/approvals/runs/{run.run_id}"},
         }

@@ -1,0 +1,148 @@
+"""``Dispatcher``: the one place a governed run meets its executor.
+
+Owns: starting an attempt (RUNNING with a fresh attempt token, held by this incarnation), the
+bounded background lane, and running a run committed RUNNING — the guard exactly once,
+immediately before the side effect, then by the action's mode:
+
+- sync: the executor now, and its result recorded;
+- async: queued on the lane; the claim is a compare-and-set, so queued work may be cancelled
+  until it is claimed, never both;
+- deferred: handed to the external system, then WAITING_EXTERNAL until its completion arrives
+  (``external.py``). The operation id (``run_id:attempt_token``) is deterministic, so a
+  re-dispatch is idempotent at the receiver; dispatch is at-least-once capable, never
+  exactly-once.
+
+Durable writes go through the ``RunLedger``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from signoff.core.clock import new_token
+from signoff.core.codes import Code
+from signoff.core.compiled import CompiledAction
+from signoff.core.definition import ExecutorMode
+from signoff.core.dispatch import (
+    AsyncLane,
+    call_hook,
+    context_for,
+    normalize_result,
+    run_executor,
+    run_guard,
+)
+from signoff.core.ledger import RunLedger
+from signoff.core.outcomes import outcome_of
+from signoff.core.ports import Clock
+from signoff.core.results import ActionOutcome, ExecutionResult
+from signoff.core.run import ActionRun, ApprovalState, DuplicateScope, RunChanges, RunStatus
+
+
+class Dispatcher:
+    def __init__(
+        self, ledger: RunLedger, clock: Clock, worker_id: str, lane: AsyncLane | None = None
+    ) -> None:
+        self._ledger = ledger
+        self._clock = clock
+        self.worker_id = worker_id
+        self._lane = lane
+
+    @property
+    def _background(self) -> AsyncLane:
+        if self._lane is None:
+            self._lane = AsyncLane()
+        return self._lane
+
+    # ----------------------------------------------------------------- attempts
+    def start_attempt(
+        self,
+        run: ActionRun,
+        now: datetime,
+        *,
+        approval: ApprovalState | None = None,
+        duplicate_scope: DuplicateScope | None = None,
+    ) -> ActionRun:
+        """``run`` moved to RUNNING with a new attempt held by this incarnation (not committed)."""
+        changes: RunChanges = {
+            "attempt": run.attempt + 1,
+            "attempt_token": new_token(),
+            "worker_id": self.worker_id,
+        }
+        if approval is not None:
+            changes["approval"] = approval
+        if duplicate_scope is not None:
+            changes["duplicate_scope"] = duplicate_scope
+        return run.advance(RunStatus.RUNNING, now, **changes)
+
+    def claim(self, run: ActionRun, now: datetime) -> ActionRun:
+        """``run`` marked dispatched and held by this incarnation (not committed)."""
+        return run.advance(RunStatus.RUNNING, now, dispatched_at=now, worker_id=self.worker_id)
+
+    # --------------------------------------------------------------------- lane
+    def admit_background(self) -> bool:
+        """Take a lane slot for background work about to be committed; ``False``: lane full."""
+        return self._background.try_acquire()
+
+    def release_background(self) -> None:
+        """Give back a slot taken with ``admit_background`` whose work was never submitted."""
+        self._background.release_slot()
+
+    def force_background(self) -> None:
+        """Approved work is never refused for a full lane: it queues behind the running limit."""
+        self._background.force_acquire()
+
+    async def drain(self) -> None:
+        if self._lane is not None:
+            await self._lane.drain()
+
+    # ----------------------------------------------------------------- dispatch
+    async def dispatch(self, action: CompiledAction, run: ActionRun) -> ActionOutcome:
+        """``run`` is committed RUNNING (async work holds a lane slot). Sync and deferred work
+        runs now; async work is queued and answers ACCEPTED."""
+        if action.definition.mode is ExecutorMode.ASYNC:
+            self._background.submit(lambda: self._claim_then_execute(action, run))
+            return outcome_of(run)
+        return await self.execute(action, run)
+
+    async def _claim_then_execute(self, action: CompiledAction, run: ActionRun) -> ActionOutcome:
+        stored = await self._ledger.cas(run, self.claim(run, self._clock.now()), "dispatch_claimed")
+        if stored is None:  # cancelled (or recovered) before it was claimed
+            return await self._ledger.truth(run.run_id)
+        return await self.execute(action, stored)
+
+    async def execute(self, action: CompiledAction, run: ActionRun) -> ActionOutcome:
+        """The guard, then the side effect, for a run this incarnation holds (also recovery's
+        re-dispatch of a claimed run)."""
+        context = context_for(run)
+        guard = await run_guard(action, context)
+        if not guard.allowed:
+            result = ExecutionResult.denied(guard.code, guard.message or "Refused by the guard.")
+            return await self._ledger.finish(run, result, "guard_denied")
+        if action.definition.mode is ExecutorMode.DEFERRED:
+            return await self._hand_off(action, run)
+        return await self._ledger.finish(run, await run_executor(action, context), "executed")
+
+    async def _hand_off(self, action: CompiledAction, run: ActionRun) -> ActionOutcome:
+        try:
+            receipt = await call_hook(action.definition.executor, context_for(run))
+        except Exception as exc:
+            failure = ExecutionResult.manual_review_failure(
+                Code.ACTION_EXECUTION_EXCEPTION, f"dispatch raised {type(exc).__name__}: {exc}"
+            )
+            return await self._ledger.finish(run, failure, "executed")
+        if isinstance(receipt, ExecutionResult):
+            # The executor answered with a final result at once: no external wait.
+            return await self._ledger.finish(run, normalize_result(action, receipt), "executed")
+        now = self._clock.now()
+        timeout = action.definition.timeout
+        waiting = run.advance(
+            RunStatus.WAITING_EXTERNAL,
+            now,
+            dispatched_at=run.dispatched_at or now,
+            deadline_at=now + timeout if timeout is not None else None,
+        )
+        data = {"receipt": receipt} if isinstance(receipt, dict) else None
+        stored = await self._ledger.cas(run, waiting, "external_accepted", data=data)
+        if stored is None:  # an early callback already completed it
+            return await self._ledger.truth(run.run_id)
+        return outcome_of(stored)

@@ -1,0 +1,173 @@
+"""``RunLedger``: the one owner of a run's durable writes and the reads they are decided on.
+
+Owns: loading a run, creating it with its audit (and its duplicate reservation), the non-terminal
+compare-and-set with its audit event, the terminal write with its duplicate completion and audit,
+and "reload and answer the stored truth" after a lost race. Every write goes through
+``Store.unit()`` here and nowhere else in the core, so each durable boundary commits the run, its
+reservation and its audit together (see ``ports.py`` for what the store guarantees).
+
+Collaborators decide *what* to write; the ledger decides nothing about governance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+from signoff.core.outcomes import event, outcome_of, terminal_status_for
+from signoff.core.ports import AuditEvent, Clock, DuplicateEntry, Liveness, Store
+from signoff.core.results import ActionOutcome, ExecutionResult
+from signoff.core.run import ActionRun, ApprovalState, DuplicateScope, RunStatus
+
+MAX_CAS_ATTEMPTS = 64
+"""How often a collaborator re-reads and re-applies after losing a compare-and-set."""
+
+OnDuplicate = Callable[[DuplicateEntry], tuple[ActionRun, list[AuditEvent]]]
+"""Given the entry that holds a scope already: the run and audit to record instead."""
+
+
+class RunLedger:
+    def __init__(self, store: Store, clock: Clock) -> None:
+        self._store = store
+        self._clock = clock
+
+    # ------------------------------------------------------------------- reads
+    async def load(self, run_id: str) -> ActionRun | None:
+        """The stored run, in any tenant (the caller scopes it)."""
+        async with self._store.unit() as unit:
+            return await unit.runs.get(run_id)
+
+    async def load_in(self, run_id: str, tenant_id: str | None) -> ActionRun | None:
+        """The stored run if it belongs to ``tenant_id`` (``None``: trusted, any tenant)."""
+        run = await self.load(run_id)
+        if run is None or (tenant_id is not None and run.tenant_id != tenant_id):
+            return None
+        return run
+
+    async def truth(self, run_id: str) -> ActionOutcome:
+        """After a lost race: reload and answer what is stored, unchanged."""
+        current = await self.load(run_id)
+        assert current is not None, f"run {run_id} vanished"
+        return outcome_of(current)
+
+    async def runs(
+        self,
+        *,
+        tenant_id: str | None = None,
+        statuses: Sequence[RunStatus] | None = None,
+        limit: int = 100,
+        before_run_id: str | None = None,
+    ) -> list[ActionRun]:
+        """Newest first; ``tenant_id=None`` only for housekeeping and recovery."""
+        async with self._store.unit() as unit:
+            return await unit.runs.list(
+                tenant_id=tenant_id, statuses=statuses, limit=limit, before_run_id=before_run_id
+            )
+
+    async def trail(self, run_id: str) -> list[AuditEvent]:
+        async with self._store.unit() as unit:
+            return await unit.audit.list_for_run(run_id)
+
+    async def wait_for_change(self, run_id: str, version: int, timeout: float) -> None:
+        await self._store.wait_for_change(run_id, version, timeout)
+
+    # ------------------------------------------------------------------ writes
+    async def create(
+        self,
+        run: ActionRun,
+        events: list[AuditEvent],
+        *,
+        scope: DuplicateScope | None = None,
+        on_duplicate: OnDuplicate | None = None,
+    ) -> ActionRun:
+        """Create ``run`` with its audit in one unit. With ``scope``, reserve it first; when another
+        run holds it, record what ``on_duplicate`` answers instead. Returns the run recorded."""
+        async with self._store.unit() as unit:
+            if scope is not None:
+                reservation = await unit.duplicates.reserve(
+                    scope, run.run_id, run.input_hash, run.updated_at
+                )
+                if not reservation.accepted:
+                    assert reservation.existing is not None and on_duplicate is not None
+                    run, events = on_duplicate(reservation.existing)
+            await unit.runs.create(run)
+            await unit.audit.append(events)
+        return run
+
+    async def cas(
+        self,
+        run: ActionRun,
+        updated: ActionRun,
+        kind: str,
+        *,
+        actor: str | None = None,
+        data: dict[str, Any] | None = None,
+    ) -> ActionRun | None:
+        """A non-terminal compare-and-set and its audit event in one unit; ``None``: race lost."""
+        async with self._store.unit() as unit:
+            stored = await unit.runs.compare_and_set(run.version, updated)
+            if stored is not None:
+                await unit.audit.append(
+                    [event(stored, kind, updated.updated_at, actor=actor, **(data or {}))]
+                )
+        return stored
+
+    async def terminal(
+        self,
+        run: ActionRun,
+        result: ExecutionResult,
+        kind: str,
+        *,
+        actor: str | None = None,
+        data: dict[str, Any] | None = None,
+        approval: ApprovalState | None = None,
+    ) -> ActionOutcome | None:
+        """Commit a terminal result with its duplicate completion and audit, by compare-and-set.
+
+        ``approval`` records the decision that ended the run. ``None`` means someone else wrote
+        first; the caller re-reads and decides.
+        """
+        now = self._clock.now()
+        status = terminal_status_for(result)
+        final = (
+            run.advance(status, now, result=result, approval=approval)
+            if approval is not None
+            else run.advance(status, now, result=result)
+        )
+        async with self._store.unit() as unit:
+            stored = await unit.runs.compare_and_set(run.version, final)
+            if stored is None:
+                return None
+            if run.duplicate_scope is not None:
+                await unit.duplicates.complete(run.duplicate_scope, run.run_id, result, now)
+            await unit.audit.append(
+                [event(stored, kind, now, actor=actor, code=result.code, **(data or {}))]
+            )
+        return outcome_of(stored)
+
+    async def finish(
+        self,
+        run: ActionRun,
+        result: ExecutionResult,
+        kind: str,
+        *,
+        actor: str | None = None,
+    ) -> ActionOutcome:
+        """A terminal write that answers the stored truth, unchanged, when the race was lost."""
+        outcome = await self.terminal(run, result, kind, actor=actor)
+        return outcome if outcome is not None else await self.truth(run.run_id)
+
+    async def purge_duplicates(self, older_than: datetime) -> int:
+        """Forget COMPLETED duplicate entries finished before ``older_than`` (never RUNNING ones)."""
+        async with self._store.unit() as unit:
+            return await unit.duplicates.purge_completed(older_than)
+
+    async def heartbeat(self, worker_id: str, now: datetime) -> None:
+        await self._store.workers.heartbeat(worker_id, now)
+
+    async def last_seen(self, worker_ids: Sequence[str]) -> dict[str, datetime]:
+        return await self._store.workers.last_seen(worker_ids)
+
+    async def liveness(self, worker_ids: Sequence[str]) -> dict[str, Liveness]:
+        return await self._store.workers.liveness(worker_ids)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from signoff.core.clock import SystemClock
 from signoff.core.compiled import ActionRegistry
 from signoff.core.ports import Clock, Notifier, Store
 from signoff.core.runtime import Runtime
+from signoff.maintenance import DEFAULT_EVERY, Maintenance, maintenance
 from signoff.store.factory import DEFAULT_DATABASE_URL, open_store
 
 
@@ -34,8 +36,19 @@ class Application:
     registry: ActionRegistry
     store: Store
     runtime: Runtime
+    housekeeping: Maintenance | None = None
+    _running: AsyncExitStack = field(default_factory=AsyncExitStack, repr=False)
+
+    async def start_housekeeping(self, every: float = DEFAULT_EVERY) -> Maintenance:
+        """Run the housekeeping loop (``maintenance.py``) until ``close``; once per application."""
+        if self.housekeeping is None:
+            self.housekeeping = await self._running.enter_async_context(
+                maintenance(self.runtime, self.store, every=every)
+            )
+        return self.housekeeping
 
     async def close(self) -> None:
+        await self._running.aclose()
         await self.runtime.drain()
         await self.store.close()
 
@@ -47,11 +60,25 @@ def default_instance_id() -> str:
     return os.environ.get("SIGNOFF_INSTANCE_ID") or f"{socket.gethostname()}-{os.getpid()}"
 
 
-async def start_application(settings: Settings) -> Application:
-    """Build the application and reconcile what a crash may have left (every server start)."""
-    application = await build_application(settings)
+async def start_application(
+    settings: Settings,
+    *,
+    housekeeping_every: float | None = DEFAULT_EVERY,
+    registry: ActionRegistry | None = None,
+    store: Store | None = None,
+    clock: Clock | None = None,
+    notifier: Notifier | None = None,
+) -> Application:
+    """Build the application, reconcile what a crash may have left, and start housekeeping
+    every ``housekeeping_every`` seconds (``None``: never) — every server, whatever its
+    transport, starts here."""
+    application = await build_application(
+        settings, registry=registry, store=store, clock=clock, notifier=notifier
+    )
     try:
         report = await application.runtime.recover()
+        if housekeeping_every is not None:
+            await application.start_housekeeping(housekeeping_every)
     except BaseException:
         await application.close()
         raise

@@ -2,11 +2,13 @@
 approvals, apply orphan policies, recover RUNNING runs whose holder died, forget completed
 duplicate entries past their retention, and sign checkpoints of the audit chain heads every
 ``checkpoint_every`` seconds when an audit key ring is configured (``SIGNOFF_AUDIT_KEYS``).
-Every server (stdio and HTTP) runs it.
+Every server (stdio and HTTP) runs it: ``start_application`` starts it, ``Application.close``
+stops it.
 
-``maintenance(runtime)`` is an async context manager (a Starlette lifespan fits it via
-``maintenance_lifespan``): the loop runs while the server does and stops with it. A failing step
-is logged and retried on the next tick; it never stops the loop or the server.
+``maintenance(runtime, store)`` is an async context manager: the loop runs for the duration of
+the block. A failing step is logged and retried on the next tick; it never stops the loop or the
+server. The chores go through the runtime's governed operations; only the audit checkpoint, which
+signs what the store already holds, reads the store itself.
 """
 
 from __future__ import annotations
@@ -16,13 +18,14 @@ import contextlib
 import logging
 import os
 from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from signoff.audit.checkpoints import checkpoint_heads
 from signoff.audit.keys import KeyRing, keys_from_env
+from signoff.core.ports import Store
 from signoff.core.runtime import Runtime
 from signoff.store.retention import DEFAULT_DUPLICATE_RETENTION
 
@@ -48,6 +51,7 @@ class Maintenance:
     def __init__(
         self,
         runtime: Runtime,
+        store: Store,
         *,
         every: float = DEFAULT_EVERY,
         retention: timedelta = DEFAULT_DUPLICATE_RETENTION,
@@ -55,6 +59,7 @@ class Maintenance:
         checkpoint_every: float = DEFAULT_CHECKPOINT_EVERY,
     ) -> None:
         self.runtime = runtime
+        self.store = store
         self.every = every
         self.retention = retention
         # "env": the key ring named by SIGNOFF_AUDIT_KEYS, read at each checkpoint (a bad one
@@ -115,12 +120,12 @@ class Maintenance:
         keys = keys_from_env(os.environ) if self.audit_keys == "env" else self.audit_keys
         if not isinstance(keys, KeyRing) or keys.signing_key is None:
             return 0
-        now = self.runtime.clock.now()
+        now = self.runtime.now()
         if self._last_checkpoint is not None and now - self._last_checkpoint < (
             self.checkpoint_every
         ):
             return 0
-        made = await checkpoint_heads(self.runtime.store, keys, now)
+        made = await checkpoint_heads(self.store, keys, now)
         self._last_checkpoint = now
         return len(made)
 
@@ -145,13 +150,14 @@ class Maintenance:
 @asynccontextmanager
 async def maintenance(
     runtime: Runtime,
+    store: Store,
     *,
     every: float = DEFAULT_EVERY,
     retention: timedelta = DEFAULT_DUPLICATE_RETENTION,
     **options: Any,
 ) -> AsyncIterator[Maintenance]:
     """Run the housekeeping loop in the background for the duration of the block."""
-    loop = Maintenance(runtime, every=every, retention=retention, **options)
+    loop = Maintenance(runtime, store, every=every, retention=retention, **options)
     task = asyncio.get_running_loop().create_task(loop.run(), name="signoff-maintenance")
     try:
         yield loop
@@ -163,16 +169,3 @@ async def maintenance(
             hung.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await hung
-
-
-def maintenance_lifespan(
-    runtime: Runtime, **options: Any
-) -> Callable[[Any], AbstractAsyncContextManager[None]]:
-    """A Starlette ``lifespan`` running ``maintenance`` while the app serves."""
-
-    @asynccontextmanager
-    async def lifespan(_app: Any) -> AsyncIterator[None]:
-        async with maintenance(runtime, **options):
-            yield
-
-    return lifespan

@@ -151,7 +151,6 @@ def build_site(
     store: Store | None = None,
     config: WebConfig | None = None,
     *,
-    maintenance_every: float | None = None,
     jwt_config: JwtConfig | None = None,
 ) -> Site:
     clock = ManualClock()
@@ -160,7 +159,7 @@ def build_site(
     runtime = Runtime(ActionRegistry(invoice_actions(recorder, external)), store, clock=clock)
     config = config or web_config()
     verifier = JwtVerifier(jwt_config or JwtConfig(secret=JWT_SECRET))
-    web = build_web(runtime, config, verifier, maintenance_every=maintenance_every)
+    web = build_web(runtime, config, verifier)
     app = build_http_app(
         runtime,
         BearerAuth(verifier, BASE_URL),

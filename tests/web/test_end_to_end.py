@@ -198,7 +198,7 @@ def test_a_run_of_another_tenant_is_not_found_for_the_cli(demo: Demo) -> None:
 def test_the_api_and_the_cli_share_one_database(demo: Demo) -> None:
     async def reject_over_http(application: Application) -> httpx.Response:
         verifier = JwtVerifier(JwtConfig(secret=JWT_SECRET))
-        web = build_web(application.runtime, web_config(), verifier, maintenance_every=None)
+        web = build_web(application.runtime, web_config(), verifier)
         app = build_http_app(
             application.runtime, BearerAuth(verifier, BASE_URL), HttpOptions(routes=web.routes)
         )

@@ -25,7 +25,6 @@ from signoff.cli.options import (
     DatabaseOption,
     ManifestsOption,
 )
-from signoff.maintenance import maintenance
 from signoff.surfaces.mcp.auth import JwtConfig, JwtConfigError, JwtVerifier
 from signoff.surfaces.mcp.http import (
     BearerAuth,
@@ -168,7 +167,7 @@ def serve(
 
 async def _stdio(application: Application, caller: Caller, reload: bool) -> None:
     surface = SignoffMCP(application.runtime, fixed_identity(caller))
-    async with maintenance(application.runtime), reloading(application, surface, enabled=reload):
+    async with reloading(application, surface, enabled=reload):
         await serve_stdio(surface)
 
 
@@ -182,7 +181,7 @@ async def _http(
     log_level: str,
     reload: bool,
 ) -> None:
-    """The app: /mcp, plus callbacks and housekeeping, plus the approvers' inbox and API when
+    """The app: /mcp, plus callbacks, plus the approvers' inbox and API when
     tokens are verified (a fixed test identity has no approvers)."""
     verifier = auth.verifier if isinstance(auth, BearerAuth) else None
     web = build_web(application.runtime, web_config, verifier)

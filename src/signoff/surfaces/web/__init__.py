@@ -1,5 +1,6 @@
 """The human side of signoff over HTTP: approvals inbox, approvers' JSON API, completion
-callbacks, approval webhooks and the server's housekeeping loop.
+callbacks and approval notifications (webhook, Slack). Housekeeping is the application's
+(``Application.start_housekeeping``), not the web surface's.
 
 Mount it beside ``/mcp``::
 
@@ -10,13 +11,11 @@ Routes: ``/approvals`` (inbox, sign-in, sign-out, run pages), ``/api/approvals``
 ``/api/runs/{id}`` (+ ``/approve``, ``/reject``), ``/api/callbacks/{run_id}``.
 """
 
-from signoff.maintenance import Maintenance, maintenance, maintenance_lifespan
 from signoff.surfaces.web.config import WebConfig, WebConfigError, WebhookConfig
 from signoff.surfaces.web.surface import WebSurface, build_routes, build_web
 from signoff.surfaces.web.webhook import WebhookNotifier
 
 __all__ = [
-    "Maintenance",
     "WebConfig",
     "WebConfigError",
     "WebSurface",
@@ -24,6 +23,4 @@ __all__ = [
     "WebhookNotifier",
     "build_routes",
     "build_web",
-    "maintenance",
-    "maintenance_lifespan",
 ]

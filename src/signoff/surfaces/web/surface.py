@@ -1,4 +1,4 @@
-"""Assemble the web surface: routes, the notifier, and a lifespan running housekeeping."""
+"""Assemble the web surface: routes, the notifier, and a lifespan that lets Slack work finish."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from starlette.routing import BaseRoute
 
 from signoff.core.ports import Notifier
 from signoff.core.runtime import Runtime
-from signoff.maintenance import DEFAULT_EVERY, maintenance
 from signoff.surfaces.web.api import ApprovalsApi
 from signoff.surfaces.web.auth import Authenticator
 from signoff.surfaces.web.callbacks import Callbacks
@@ -62,11 +61,10 @@ def build_web(
     config: WebConfig,
     verifier: TokenVerifier | None,
     *,
-    maintenance_every: float | None = DEFAULT_EVERY,
     slack_client: Callable[[], httpx.AsyncClient] | None = None,
 ) -> WebSurface:
-    """Routes, plus the webhook notifier installed on ``runtime`` when one is configured, plus a
-    lifespan that runs housekeeping every ``maintenance_every`` seconds (``None``: never)."""
+    """Routes, plus the notifier installed on ``runtime`` when one is configured, plus a lifespan
+    that lets Slack work in flight finish. Housekeeping is the application's, not the web's."""
     notifiers: list[Notifier] = []
     if config.webhook is not None:
         notifiers.append(WebhookNotifier(runtime, config.webhook, public_url=config.public_url))
@@ -84,11 +82,7 @@ def build_web(
     @asynccontextmanager
     async def lifespan(_app: Any) -> AsyncIterator[None]:
         try:
-            if maintenance_every is None:
-                yield
-                return
-            async with maintenance(runtime, every=maintenance_every):
-                yield
+            yield
         finally:
             if slack is not None:
                 await slack.drain()

@@ -112,7 +112,7 @@ async def test_a_validly_signed_token_with_malformed_claims_is_401_on_every_surf
     site, url = live
     assert await answers(url, **claims) == REFUSED
     assert await answers(url, **claims) == REFUSED
-    async with site.runtime.store.unit() as unit:
+    async with site.store.unit() as unit:
         assert await unit.runs.list() == []
 
 

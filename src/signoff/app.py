@@ -27,7 +27,6 @@ class Settings:
     # earlier life at once; the default is unique per process, and a dead process's runs are
     # recovered once its heartbeat goes stale.
     instance_id: str | None = None
-    extra: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

@@ -29,7 +29,7 @@ from signoff.cli.plumbing import fail, with_application
 from signoff.core.approvals import DecisionRequest, DecisionResult
 from signoff.core.codes import Code
 from signoff.core.identity import Channel
-from signoff.core.run import ActionRun, ApprovalVote
+from signoff.core.run import MAX_REASON_CHARS, ActionRun, ApprovalVote
 from signoff.surfaces.mcp.identity import Caller, IdentityError, make_caller
 from signoff.surfaces.web.views import describe, input_fields, pending_for, relative, run_json
 
@@ -43,7 +43,10 @@ RolesOption = Annotated[
     str, typer.Option("--roles", help="The approver's roles, comma separated (e.g. billing-lead).")
 ]
 ReasonOption = Annotated[
-    str, typer.Option("--reason", help="Why; kept in the audit trail (at most 2000 characters).")
+    str,
+    typer.Option(
+        "--reason", help=f"Why; kept in the audit trail (at most {MAX_REASON_CHARS} characters)."
+    ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
 RunIdArgument = Annotated[str, typer.Argument(help="The run id.")]
@@ -101,7 +104,7 @@ def _progress(r: ActionRun) -> str:
     state = r.approval
     if state is None:
         return ""
-    received = len({d.approver_id for d in state.approvals()})
+    received = state.approvals_received
     return f"{received}/{state.count} ({', '.join(state.approver_roles)})"
 
 
@@ -230,8 +233,11 @@ def register(app: typer.Typer) -> None:
             as_json: JsonOption = False,
         ) -> None:
             caller = _caller(name, tenant, roles)
-            if len(reason) > 2000:
-                fail("--reason has more than 2000 characters", Code.INPUT_VALIDATION_FAILED)
+            if len(reason) > MAX_REASON_CHARS:
+                fail(
+                    f"--reason has more than {MAX_REASON_CHARS} characters",
+                    Code.INPUT_VALIDATION_FAILED,
+                )
             request = DecisionRequest(
                 approver=caller.principal,
                 vote=vote,

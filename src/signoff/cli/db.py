@@ -11,7 +11,7 @@ import typer
 from signoff.cli.options import DEFAULT_DATABASE_URL, DatabaseOption
 from signoff.cli.plumbing import fail, open_existing, run
 from signoff.store.factory import MEMORY_URL
-from signoff.store.retention import DEFAULT_DUPLICATE_RETENTION, purge_duplicates
+from signoff.store.retention import purge_duplicates
 
 T = TypeVar("T")
 _DURATION = re.compile(r"^(?:[0-9]+(?:ms|s|m|h|d))+$")
@@ -60,7 +60,7 @@ def register(app: typer.Typer) -> None:
             fail(f"not a duration: {older_than!r} (e.g. 24h, 7d, 1h30m)", "INVALID_ARGUMENT")
         from signoff.manifest.build import parse_duration
 
-        retention = parse_duration(older_than) if older_than else DEFAULT_DUPLICATE_RETENTION
+        retention = parse_duration(older_than)  # matched above, so never empty
 
         async def work() -> int:
             store = await open_existing(database)

@@ -1,13 +1,16 @@
 """What lets a request through, decided in memory: the idempotency key, the input schema, the
-policy; the duplicate scope and the approval a run will wait for; and ``recheck``, the same
-checks against the *current* definition before a resumed or recovered run may dispatch.
+policy — in that order, stated once by ``admit`` — the duplicate scope and the approval a run
+will wait for; and ``recheck``, the same checks against the *current* definition before a
+resumed or recovered run may dispatch.
 
 Pure functions of the definition, the run and the time: nothing here writes.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from signoff.core.clock import new_token
@@ -15,9 +18,50 @@ from signoff.core.codes import Code
 from signoff.core.compiled import CompiledAction, validate_input
 from signoff.core.definition import DuplicateVisibility, KeyRequirement
 from signoff.core.identity import is_valid_idempotency_key
-from signoff.core.policy import PolicyInput, evaluate_policy
+from signoff.core.policy import PolicyDecision, PolicyInput, evaluate_policy
 from signoff.core.results import ExecutionResult
 from signoff.core.run import ActionRun, ApprovalState, DuplicateScope
+
+
+class Stage(StrEnum):
+    """The stages before the first durable boundary, in the order they run."""
+
+    KEY = "key"
+    VALIDATION = "validation"
+    POLICY = "policy"
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """Where a request stopped (``refusal`` at ``stage``), or the policy's decision to go on."""
+
+    stage: Stage
+    refusal: ExecutionResult | None = None
+    decision: PolicyDecision | None = None
+
+
+def admit(
+    action: CompiledAction,
+    request: PolicyInput,
+    data: Any,
+    key: str | None,
+    *,
+    check_keys: bool = True,
+) -> Admission:
+    """The idempotency key, then the input ``data`` against the schema, then the policy.
+
+    The pipeline runs it for every proposal; manifest ``tests:`` cases (``check_keys=False``,
+    they carry no key) ask it what the pipeline would decide.
+    """
+    if check_keys:
+        refusal = check_key(action, key)
+        if refusal is not None:
+            return Admission(Stage.KEY, refusal)
+    refusal = validate(action, data)
+    if refusal is not None:
+        return Admission(Stage.VALIDATION, refusal)
+    decision = evaluate_policy(action, request)
+    return Admission(Stage.POLICY, decision.denial, decision)
 
 
 def check_key(action: CompiledAction, key: str | None) -> ExecutionResult | None:

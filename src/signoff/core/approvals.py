@@ -9,9 +9,10 @@ and the guard runs immediately before dispatch.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from signoff.core import admission
-from signoff.core.background import Background, Notifications
+from signoff.core.background import Notifications
 from signoff.core.codes import Code
 from signoff.core.compiled import ActionRegistry, CompiledAction
 from signoff.core.definition import ExecutorMode
@@ -66,6 +67,15 @@ def approver_refusal(run: ActionRun, approver: Principal) -> Code | None:
     return None
 
 
+def is_overdue(run: ActionRun, now: datetime) -> bool:
+    """Waiting for approval past its deadline (the one statement of "overdue")."""
+    return (
+        run.status is RunStatus.WAITING_APPROVAL
+        and run.approval is not None
+        and run.approval.overdue(now)
+    )
+
+
 class Approvals:
     """Owns the approval stage: recording decisions, quorum, resume and expiry."""
 
@@ -75,23 +85,16 @@ class Approvals:
         ledger: RunLedger,
         dispatcher: Dispatcher,
         notifications: Notifications,
-        background: Background,
         clock: Clock,
     ) -> None:
         self._registry = registry
         self._ledger = ledger
         self._dispatcher = dispatcher
         self._notifications = notifications
-        self._background = background
         self._clock = clock
 
     async def decide(self, run_id: str, tenant_id: str, request: DecisionRequest) -> DecisionResult:
         """Record one approver's decision; on the last needed approval, resume and dispatch."""
-        return await self._background.shield(self._decide(run_id, tenant_id, request))
-
-    async def _decide(
-        self, run_id: str, tenant_id: str, request: DecisionRequest
-    ) -> DecisionResult:
         for _ in range(MAX_CAS_ATTEMPTS):
             run = await self._ledger.load_in(run_id, tenant_id)
             if run is None:
@@ -206,12 +209,7 @@ class Approvals:
     # ------------------------------------------------------------------ expiry
     def overdue(self, run: ActionRun) -> bool:
         """Waiting for approval past its deadline (expired by the next read or the sweeper)."""
-        return (
-            run.status is RunStatus.WAITING_APPROVAL
-            and run.approval is not None
-            and run.approval.expires_at is not None
-            and run.approval.expires_at <= self._clock.now()
-        )
+        return is_overdue(run, self._clock.now())
 
     async def expire(self, run: ActionRun) -> bool:
         """Move an overdue run to EXPIRED; ``False`` when another write got there first."""

@@ -9,7 +9,6 @@ what happened to the request.
 from __future__ import annotations
 
 from signoff.core.approvals import Approvals
-from signoff.core.background import Background
 from signoff.core.codes import Code
 from signoff.core.definition import ExecutorMode
 from signoff.core.external import External
@@ -46,23 +45,13 @@ def may_cancel(run: ActionRun, principal: Principal) -> bool:
 
 
 class Cancellation:
-    def __init__(
-        self,
-        ledger: RunLedger,
-        approvals: Approvals,
-        external: External,
-        background: Background,
-    ) -> None:
+    def __init__(self, ledger: RunLedger, approvals: Approvals, external: External) -> None:
         self._ledger = ledger
         self._approvals = approvals
         self._external = external
-        self._background = background
 
     async def cancel(self, run_id: str, tenant_id: str, principal: Principal) -> ActionOutcome:
         """Cancel before dispatch, or external work through its cancel hook."""
-        return await self._background.shield(self._cancel(run_id, tenant_id, principal))
-
-    async def _cancel(self, run_id: str, tenant_id: str, principal: Principal) -> ActionOutcome:
         for _ in range(MAX_CAS_ATTEMPTS):
             run = await self._ledger.load_in(run_id, tenant_id)
             if run is None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from signoff.core.background import Background
 from signoff.core.codes import Code, ExecutionStatus, RetryDisposition
 from signoff.core.compiled import ActionRegistry
 from signoff.core.definition import ExecutorMode, OrphanPolicy
@@ -37,35 +36,18 @@ class CompletionResult:
 class External:
     """Owns completion, cancellation and orphan handling of work handed to an external system."""
 
-    def __init__(
-        self, registry: ActionRegistry, ledger: RunLedger, background: Background, clock: Clock
-    ) -> None:
+    def __init__(self, registry: ActionRegistry, ledger: RunLedger, clock: Clock) -> None:
         self._registry = registry
         self._ledger = ledger
-        self._background = background
         self._clock = clock
 
     # -------------------------------------------------------------- completion
     async def complete(
-        self,
-        run_id: str,
-        attempt_token: str,
-        result: ExecutionResult,
-        *,
-        tenant_id: str | None = None,
-    ) -> CompletionResult:
-        """Record the external system's final result for the matching attempt.
-
-        ``tenant_id`` comes from an authenticated callback; ``None`` is for trusted in-process
-        integrations. A repeated completion answers the stored result; a stale token is refused.
-        """
-        return await self._background.shield(
-            self._complete(run_id, attempt_token, result, tenant_id)
-        )
-
-    async def _complete(
         self, run_id: str, token: str, result: ExecutionResult, tenant_id: str | None
     ) -> CompletionResult:
+        """Record the external system's final result for the attempt holding ``token``
+        (``tenant_id=None``: a trusted in-process caller). A repeated completion answers the
+        stored result; a stale token is refused."""
         if result.status not in (ExecutionStatus.SUCCEEDED, ExecutionStatus.FAILED):
             return CompletionResult(Code.ACTION_RESULT_NOT_TERMINAL, None, accepted=False)
         for _ in range(MAX_CAS_ATTEMPTS):

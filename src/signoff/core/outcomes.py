@@ -8,7 +8,7 @@ from typing import Any
 from signoff.core.codes import Code, ExecutionStatus, RetryDisposition
 from signoff.core.ports import AuditEvent
 from signoff.core.results import ActionOutcome, ApprovalSummary, ExecutionResult
-from signoff.core.run import ActionRun, RunStatus
+from signoff.core.run import NON_TERMINAL_STATUSES, ActionRun, RunStatus
 
 _TERMINAL_FOR = {
     ExecutionStatus.SUCCEEDED: RunStatus.SUCCEEDED,
@@ -17,6 +17,28 @@ _TERMINAL_FOR = {
     ExecutionStatus.VALIDATION_FAILED: RunStatus.DENIED,
     ExecutionStatus.CANCELLED: RunStatus.CANCELLED,
 }
+
+
+# Stored lifecycle states a run shown with a given status can be in: a superset, narrowed by
+# comparing each run's outcome, so the table only has to be generous, never exact.
+_FINAL_ERRORS = frozenset(
+    {RunStatus.FAILED, RunStatus.DENIED, RunStatus.EXPIRED, RunStatus.RUNTIME_FAILED}
+)
+_CANDIDATES: dict[ExecutionStatus, frozenset[RunStatus]] = {
+    ExecutionStatus.SUCCEEDED: frozenset({RunStatus.SUCCEEDED}),
+    ExecutionStatus.FAILED: _FINAL_ERRORS,
+    ExecutionStatus.DENIED: _FINAL_ERRORS,
+    ExecutionStatus.VALIDATION_FAILED: _FINAL_ERRORS,
+    ExecutionStatus.CANCELLED: frozenset({RunStatus.CANCELLED}),
+    ExecutionStatus.PENDING_APPROVAL: frozenset({RunStatus.WAITING_APPROVAL}),
+    ExecutionStatus.ACCEPTED: NON_TERMINAL_STATUSES,
+}
+
+
+def stored_statuses_for(status: ExecutionStatus) -> frozenset[RunStatus]:
+    """Every stored state a run whose outcome reads ``status`` may be in (a superset: compare
+    each candidate's outcome to narrow it)."""
+    return _CANDIDATES[status]
 
 
 def terminal_status_for(result: ExecutionResult) -> RunStatus:
@@ -35,7 +57,7 @@ def approval_summary(run: ActionRun) -> ApprovalSummary | None:
         approval_id=state.approval_id,
         expires_at=state.expires_at,
         approvals_needed=state.count,
-        approvals_received=len({d.approver_id for d in state.approvals()}),
+        approvals_received=state.approvals_received,
         approver_roles=state.approver_roles,
     )
 

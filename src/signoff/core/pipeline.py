@@ -19,7 +19,7 @@ import logging
 from datetime import datetime
 
 from signoff.core import admission
-from signoff.core.background import Background, Notifications
+from signoff.core.background import Notifications
 from signoff.core.clock import new_run_id
 from signoff.core.codes import Code, ExecutionStatus, RetryDisposition
 from signoff.core.compiled import ActionRegistry
@@ -27,7 +27,6 @@ from signoff.core.definition import ExecutorMode
 from signoff.core.dispatcher import Dispatcher
 from signoff.core.ledger import RunLedger
 from signoff.core.outcomes import event, outcome_of, terminal_status_for
-from signoff.core.policy import evaluate_policy
 from signoff.core.ports import AuditEvent, Clock, DuplicateEntry, DuplicateState
 from signoff.core.proposal import ActionProposal, canonical_hash
 from signoff.core.results import ActionOutcome, ExecutionResult
@@ -45,18 +44,16 @@ class Pipeline:
         ledger: RunLedger,
         dispatcher: Dispatcher,
         notifications: Notifications,
-        background: Background,
         clock: Clock,
     ) -> None:
         self._registry = registry
         self._ledger = ledger
         self._dispatcher = dispatcher
         self._notifications = notifications
-        self._background = background
         self._clock = clock
 
     async def propose(self, proposal: ActionProposal) -> ActionOutcome:
-        """Govern one proposal. Finishes its durable steps even if the caller goes away.
+        """Govern one proposal.
 
         If signoff itself fails (a store outage), the answer is ``ACTION_RUNTIME_FAILED`` /
         ``MANUAL_REVIEW`` with the run id: the run may or may not have been recorded, and a run
@@ -64,7 +61,7 @@ class Pipeline:
         """
         run_id = new_run_id()
         try:
-            return await self._background.shield(self._propose(proposal, run_id))
+            return await self._propose(proposal, run_id)
         except Exception:
             log.exception("run %s: signoff failed while governing %s", run_id, proposal.action_id)
             return ActionOutcome(
@@ -115,13 +112,13 @@ class Pipeline:
         run = run.advance(RunStatus.VALIDATING, now, executor_mode=action.definition.mode)
         events.append(event(run, "resolved", now, revision=action.revision))
 
-        refusal = admission.check_key(action, proposal.idempotency_key)
-        if refusal is None:
-            refusal = admission.validate(action, proposal.input)
-        if refusal is not None:
-            return await self._refuse(run, events, refusal)
-
-        decision = evaluate_policy(action, admission.policy_input(run, now))
+        verdict = admission.admit(
+            action, admission.policy_input(run, now), proposal.input, proposal.idempotency_key
+        )
+        if verdict.decision is None:  # refused by the key or the schema
+            assert verdict.refusal is not None
+            return await self._refuse(run, events, verdict.refusal)
+        decision = verdict.decision
         input_hash = canonical_hash(data)
         if decision.denial is not None:
             run = run.advance(RunStatus.POLICY_EVALUATED, now, input_hash=input_hash)

@@ -89,6 +89,10 @@ def can_transition(current: RunStatus, target: RunStatus) -> bool:
     return target in TRANSITIONS[current]
 
 
+MAX_REASON_CHARS = 2000
+"""The longest reason an approver may give (every surface refuses a longer one up front)."""
+
+
 class ApprovalVote(StrEnum):
     APPROVE = "approve"
     REJECT = "reject"
@@ -102,7 +106,7 @@ class ApprovalDecision(BaseModel):
     approver_id: str = Field(min_length=1, max_length=255)
     roles: tuple[str, ...] = ()
     decision: ApprovalVote
-    reason: str = Field(default="", max_length=2000)
+    reason: str = Field(default="", max_length=MAX_REASON_CHARS)
     at: datetime
     channel: Channel = Channel.API
     via: str | None = Field(
@@ -124,6 +128,16 @@ class ApprovalState(BaseModel):
 
     def approvals(self) -> list[ApprovalDecision]:
         return [d for d in self.decisions if d.decision is ApprovalVote.APPROVE]
+
+    @property
+    def approvals_received(self) -> int:
+        """Distinct approvers who approved so far (what callers and approvers are shown; quorum
+        is decided by ``approvals.py`` under the current approver rule)."""
+        return len({d.approver_id for d in self.approvals()})
+
+    def overdue(self, now: datetime) -> bool:
+        """Past its deadline: expired by the next read or the sweeper."""
+        return self.expires_at is not None and self.expires_at <= now
 
     def rejected(self) -> bool:
         return any(d.decision is ApprovalVote.REJECT for d in self.decisions)

@@ -55,26 +55,11 @@ class Runtime:
         self._ledger = RunLedger(store, self._clock)
         self._notifications = Notifications(self._background, self._ledger, notifier)
         self._dispatcher = Dispatcher(self._ledger, self._clock, self._worker_id, lane)
-        self._pipeline = Pipeline(
-            registry,
-            self._ledger,
-            self._dispatcher,
-            self._notifications,
-            self._background,
-            self._clock,
-        )
-        self._approvals = Approvals(
-            registry,
-            self._ledger,
-            self._dispatcher,
-            self._notifications,
-            self._background,
-            self._clock,
-        )
-        self._external = External(registry, self._ledger, self._background, self._clock)
-        self._cancellation = Cancellation(
-            self._ledger, self._approvals, self._external, self._background
-        )
+        stage = (registry, self._ledger, self._dispatcher, self._notifications, self._clock)
+        self._pipeline = Pipeline(*stage)
+        self._approvals = Approvals(*stage)
+        self._external = External(registry, self._ledger, self._clock)
+        self._cancellation = Cancellation(self._ledger, self._approvals, self._external)
         self._recovery = Recovery(
             registry,
             self._ledger,
@@ -109,18 +94,21 @@ class Runtime:
         self._notifications.notifier = notifier
 
     # ------------------------------------------------------- governed operations
+    # Each finishes its durable steps even if the caller goes away (a client hanging up).
     async def propose(self, proposal: ActionProposal) -> ActionOutcome:
         """Govern one proposal (``pipeline.py``)."""
-        return await self._pipeline.propose(proposal)
+        return await self._background.shield(self._pipeline.propose(proposal))
 
     async def decide(self, run_id: str, tenant_id: str, request: DecisionRequest) -> DecisionResult:
         """Record one approver's decision; the last needed approval resumes the run."""
-        return await self._approvals.decide(run_id, tenant_id, request)
+        return await self._background.shield(self._approvals.decide(run_id, tenant_id, request))
 
     async def cancel(self, run_id: str, tenant_id: str, principal: Principal) -> ActionOutcome:
         """Cancel before dispatch, or external work through its cancel hook. A running synchronous
         run is never reported cancelled."""
-        return await self._cancellation.cancel(run_id, tenant_id, principal)
+        return await self._background.shield(
+            self._cancellation.cancel(run_id, tenant_id, principal)
+        )
 
     async def complete(
         self,
@@ -135,7 +123,9 @@ class Runtime:
         ``tenant_id`` comes from an authenticated callback; ``None`` is for trusted in-process
         integrations. A repeated completion answers the stored result; a stale token is refused.
         """
-        return await self._external.complete(run_id, attempt_token, result, tenant_id=tenant_id)
+        return await self._background.shield(
+            self._external.complete(run_id, attempt_token, result, tenant_id)
+        )
 
     # ------------------------------------------------------------------- reads
     async def get(self, run_id: str, tenant_id: str) -> ActionOutcome | None:

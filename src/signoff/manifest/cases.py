@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from signoff.core.admission import admit
 from signoff.core.codes import Code
-from signoff.core.compiled import CompiledAction, validate_input
+from signoff.core.compiled import CompiledAction
 from signoff.core.identity import Channel, Principal, ProposerType
-from signoff.core.policy import PolicyInput, evaluate_policy
+from signoff.core.policy import PolicyInput
 from signoff.manifest.loader import ManifestSet
 from signoff.manifest.model import ManifestCase
 
@@ -29,24 +30,21 @@ class CaseResult:
 
 
 def decide(action: CompiledAction, case: ManifestCase, now: datetime) -> tuple[str, str]:
-    """The code the pipeline would reach before dispatch: validation, policy, then approval."""
-    errors = validate_input(action, case.input)
-    if errors:
-        return Code.INPUT_VALIDATION_FAILED, f"{errors[0]['path']}: {errors[0]['message']}"
-    decision = evaluate_policy(
-        action,
-        PolicyInput(
-            principal=Principal(id=case.principal.id, roles=tuple(case.principal.roles)),
-            tenant_id=case.tenant,
-            proposer_type=ProposerType(case.proposer),
-            channel=Channel(case.channel),
-            input=case.input,
-            now=now,
-        ),
+    """The code the pipeline would reach before dispatch, by the pipeline's own stages
+    (``admission.admit``), then whether approval is required."""
+    request = PolicyInput(
+        principal=Principal(id=case.principal.id, roles=tuple(case.principal.roles)),
+        tenant_id=case.tenant,
+        proposer_type=ProposerType(case.proposer),
+        channel=Channel(case.channel),
+        input=case.input,
+        now=now,
     )
-    if decision.denial is not None:
-        return decision.denial.code, decision.denial.message
-    if decision.approval_required:
+    verdict = admit(action, request, case.input, None, check_keys=False)
+    if verdict.refusal is not None:
+        return verdict.refusal.code, verdict.refusal.message
+    assert verdict.decision is not None
+    if verdict.decision.approval_required:
         return Code.APPROVAL_REQUIRED, "approval required"
     return Code.SUCCEEDED, "would dispatch without approval"
 

@@ -8,25 +8,13 @@ from __future__ import annotations
 
 from signoff.core.codes import ExecutionStatus
 from signoff.core.input_limits import has_bad_text, safe_text
-from signoff.core.outcomes import outcome_of
+from signoff.core.outcomes import outcome_of, stored_statuses_for
 from signoff.core.results import ActionOutcome
-from signoff.core.run import NON_TERMINAL_STATUSES, ActionRun, RunStatus
+from signoff.core.run import ActionRun, RunStatus
 from signoff.core.runtime import Runtime
 from signoff.surfaces.mcp.identity import Caller
 from signoff.surfaces.mcp.tools import MAX_WAIT_SECONDS, RunList
 
-# Stored lifecycle states a run shown with a given status can be in: a superset, narrowed by
-# comparing each run's outcome, so the table only has to be generous, never exact.
-_FINAL_ERRORS = {RunStatus.FAILED, RunStatus.DENIED, RunStatus.EXPIRED, RunStatus.RUNTIME_FAILED}
-_CANDIDATES: dict[ExecutionStatus, frozenset[RunStatus]] = {
-    ExecutionStatus.SUCCEEDED: frozenset({RunStatus.SUCCEEDED}),
-    ExecutionStatus.FAILED: frozenset(_FINAL_ERRORS),
-    ExecutionStatus.DENIED: frozenset(_FINAL_ERRORS),
-    ExecutionStatus.VALIDATION_FAILED: frozenset(_FINAL_ERRORS),
-    ExecutionStatus.CANCELLED: frozenset({RunStatus.CANCELLED}),
-    ExecutionStatus.PENDING_APPROVAL: frozenset({RunStatus.WAITING_APPROVAL}),
-    ExecutionStatus.ACCEPTED: NON_TERMINAL_STATUSES,
-}
 _MAX_PAGES = 10
 
 
@@ -67,7 +55,7 @@ class RunQueries:
     ) -> RunList:
         """Newest first. With ``status``, pages through the store until ``limit`` runs match."""
         wanted = ExecutionStatus(status) if status is not None else None
-        statuses = sorted(_CANDIDATES[wanted]) if wanted is not None else None
+        statuses = sorted(stored_statuses_for(wanted)) if wanted is not None else None
         found: list[ActionOutcome] = []
         cursor = before if before is None or _plausible(before) else ""
         exhausted = False

@@ -17,7 +17,7 @@ from starlette.routing import BaseRoute, Route
 from signoff.core.approvals import DecisionRequest
 from signoff.core.codes import Code
 from signoff.core.identity import Channel
-from signoff.core.run import ApprovalVote
+from signoff.core.run import MAX_REASON_CHARS, ApprovalVote
 from signoff.core.runtime import Runtime
 from signoff.surfaces.scopes import ScopeRefusal
 from signoff.surfaces.web.auth import Authenticator, Verified
@@ -33,13 +33,12 @@ from signoff.surfaces.web.http import (
 from signoff.surfaces.web.views import describe, pending_for, run_json
 
 MAX_LIST = 500
-MAX_REASON = 2000
 
 
 class DecisionBody(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    reason: str = Field(default="", max_length=MAX_REASON)
+    reason: str = Field(default="", max_length=MAX_REASON_CHARS)
 
 
 class ApprovalsApi:

@@ -19,7 +19,7 @@ from starlette.routing import BaseRoute, Route
 from signoff.core.approvals import DecisionRequest
 from signoff.core.codes import Code
 from signoff.core.identity import Channel
-from signoff.core.run import ActionRun, ApprovalVote, RunStatus
+from signoff.core.run import MAX_REASON_CHARS, ActionRun, ApprovalVote, RunStatus
 from signoff.core.runtime import Runtime
 from signoff.surfaces.scopes import ScopeRefusal
 from signoff.surfaces.web.auth import Authenticator
@@ -35,7 +35,6 @@ from signoff.surfaces.web.views import (
 
 PREFIX = "/approvals"
 SIGN_IN = PREFIX + "/sign-in"
-MAX_REASON = 2000
 _CSS = (Path(__file__).parent / "static" / "inbox.css").read_text(encoding="utf-8")
 _SECURITY_HEADERS = {
     "Content-Security-Policy": (
@@ -170,14 +169,14 @@ class Inbox:
             return _to_sign_in(f"{PREFIX}/runs/{quote(run_id, safe='')}")
         vote = _VOTES.get(form.get("decision", ""))
         reason = form.get("reason", "").strip()
-        if vote is None or len(reason) > MAX_REASON:
+        if vote is None or len(reason) > MAX_REASON_CHARS:
             return self.render(
                 request,
                 "error.html",
                 session,
                 status=400,
                 title="That decision could not be read",
-                message=f"Choose Approve or Reject; a reason has at most {MAX_REASON} characters.",
+                message=f"Choose Approve or Reject; a reason has at most {MAX_REASON_CHARS} characters.",
             )
         result = await self.runtime.decide(
             run_id,
@@ -207,7 +206,7 @@ class Inbox:
         action = self.runtime.action(run.action_id)
         definition = action.definition if action is not None else None
         state = run.approval
-        received = len({d.approver_id for d in state.approvals()}) if state is not None else 0
+        received = state.approvals_received if state is not None else 0
         assert session.caller is not None
         return {
             "id": run.run_id,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from signoff.core.approvals import approver_refusal
+from signoff.core.approvals import approver_refusal, is_overdue
 from signoff.core.codes import CODE_DESCRIPTIONS, Code
 from signoff.core.definition import DEFAULT_APPROVAL_WHEN
 from signoff.core.outcomes import outcome_of
@@ -132,8 +132,7 @@ async def pending_for(
             cursor = run.run_id
             if run.tenant_id != tenant_id or (caller is not None and not is_candidate(run, caller)):
                 continue
-            expires = run.approval.expires_at if run.approval is not None else None
-            if expires is not None and expires <= now:
+            if is_overdue(run, now):
                 continue
             found.append(run)
             if len(found) >= limit:
@@ -156,7 +155,7 @@ def run_json(runtime: Runtime, run: ActionRun, caller: Caller | None) -> dict[st
             "approval_id": state.approval_id,
             "approver_roles": list(state.approver_roles),
             "approvals_needed": state.count,
-            "approvals_received": len({d.approver_id for d in state.approvals()}),
+            "approvals_received": state.approvals_received,
             "requested_at": _iso(state.requested_at),
             "expires_at": _iso(state.expires_at),
             "decisions": [

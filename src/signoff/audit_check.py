@@ -2,7 +2,8 @@
 
 Each run's events must start with the proposal, belong to the run and its tenant, move only along
 the transition table, end in the run's stored status, and record at most one terminal result.
-Tamper evidence (hash chains, signed checkpoints) is ``signoff.audit.verify``.
+Tamper evidence (hash chains, signed checkpoints) is ``signoff.audit.verify``. Each problem
+carries a stable ``AuditProblemCode``; its text is for people.
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ from __future__ import annotations
 import itertools
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from enum import StrEnum
 
+from signoff.core.outcomes import AuditKind
 from signoff.core.ports import AuditEvent, Store
 from signoff.core.run import TERMINAL_STATUSES, ActionRun, RunStatus, can_transition
 from signoff.store.faults import DecodeFaults, UndecodableRow
@@ -18,10 +21,24 @@ from signoff.store.faults import DecodeFaults, UndecodableRow
 PAGE = 500
 
 
+class AuditProblemCode(StrEnum):
+    """What is wrong with a run's trail (stable across wording changes)."""
+
+    NO_EVENTS = "AUDIT_NO_EVENTS"
+    NOT_OPENED_BY_PROPOSAL = "AUDIT_NOT_OPENED_BY_PROPOSAL"
+    OUT_OF_ORDER = "AUDIT_OUT_OF_ORDER"
+    FOREIGN_EVENT = "AUDIT_FOREIGN_EVENT"
+    UNKNOWN_STATUS = "AUDIT_UNKNOWN_STATUS"
+    FORBIDDEN_MOVE = "AUDIT_FORBIDDEN_MOVE"
+    STATUS_MISMATCH = "AUDIT_STATUS_MISMATCH"
+    ENDED_TWICE = "AUDIT_ENDED_TWICE"
+
+
 @dataclass(frozen=True)
 class AuditProblem:
     run_id: str
     problem: str
+    code: AuditProblemCode
 
 
 async def runs_with_events(
@@ -41,31 +58,50 @@ async def runs_with_events(
 
 
 def check_trail(run: ActionRun, events: list[AuditEvent]) -> list[AuditProblem]:
-    problems: list[str] = []
+    problems: list[AuditProblem] = []
+
+    def found(code: AuditProblemCode, text: str) -> None:
+        problems.append(AuditProblem(run.run_id, text, code))
+
     if not events:
-        return [AuditProblem(run.run_id, "no audit events")]
-    if events[0].kind != "proposed":
-        problems.append(f"first event is {events[0].kind!r}, not 'proposed'")
+        return [AuditProblem(run.run_id, "no audit events", AuditProblemCode.NO_EVENTS)]
+    if events[0].kind != AuditKind.PROPOSED:
+        found(
+            AuditProblemCode.NOT_OPENED_BY_PROPOSAL,
+            f"first event is {events[0].kind!r}, not {AuditKind.PROPOSED.value!r}",
+        )
     seqs = [e.seq for e in events if e.seq is not None]
     if seqs != sorted(seqs) or len(set(seqs)) != len(seqs):
-        problems.append("events are out of order")
+        found(AuditProblemCode.OUT_OF_ORDER, "events are out of order")
     if any(e.run_id != run.run_id or e.tenant_id != run.tenant_id for e in events):
-        problems.append("an event names another run or tenant")
+        found(AuditProblemCode.FOREIGN_EVENT, "an event names another run or tenant")
     statuses: list[RunStatus] = []
     for event in events:
         try:
             statuses.append(RunStatus(event.status or ""))
         except ValueError:
-            problems.append(f"event {event.kind!r} has unknown status {event.status!r}")
+            found(
+                AuditProblemCode.UNKNOWN_STATUS,
+                f"event {event.kind!r} has unknown status {event.status!r}",
+            )
     for before, after in itertools.pairwise(statuses):
         if before != after and not can_transition(before, after):
-            problems.append(f"events move {before} -> {after}, which the table forbids")
+            found(
+                AuditProblemCode.FORBIDDEN_MOVE,
+                f"events move {before} -> {after}, which the table forbids",
+            )
     if statuses and statuses[-1] != run.status:
-        problems.append(f"last event says {statuses[-1]} but the run is {run.status}")
+        found(
+            AuditProblemCode.STATUS_MISMATCH,
+            f"last event says {statuses[-1]} but the run is {run.status}",
+        )
     terminal_events = [s for s in statuses if s in TERMINAL_STATUSES]
     if len(terminal_events) > 1:
-        problems.append(f"{len(terminal_events)} terminal events; a run ends once")
-    return [AuditProblem(run.run_id, text) for text in problems]
+        found(
+            AuditProblemCode.ENDED_TWICE,
+            f"{len(terminal_events)} terminal events; a run ends once",
+        )
+    return problems
 
 
 def undecodable_rows(store: Store) -> list[UndecodableRow] | None:

@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from signoff.audit.checkpoints import all_checkpoints
-from signoff.core.chain import timestamp
+from signoff.core.chain import event_content, timestamp
 from signoff.core.ports import AuditEvent, Checkpoint, Store
 
 PAGE = 500
@@ -34,13 +34,7 @@ def event_line(event: AuditEvent) -> dict[str, Any]:
         "prev_hash": event.prev_hash,
         "hash": event.hash,
         "pre_chain": event.chain_seq is None,
-        "run_id": event.run_id,
-        "kind": event.kind,
-        "at": timestamp(event.at),
-        "actor": event.actor,
-        "status": event.status,
-        "code": event.code,
-        "data": event.data,
+        **event_content(event),
     }
 
 

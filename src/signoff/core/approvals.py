@@ -19,7 +19,7 @@ from signoff.core.definition import ExecutorMode
 from signoff.core.dispatcher import Dispatcher
 from signoff.core.identity import Channel, Principal
 from signoff.core.ledger import MAX_CAS_ATTEMPTS, RunLedger
-from signoff.core.outcomes import outcome_of
+from signoff.core.outcomes import Actor, AuditKind, Decision, outcome_of
 from signoff.core.ports import Clock
 from signoff.core.results import ActionOutcome, ExecutionResult
 from signoff.core.run import (
@@ -133,28 +133,33 @@ class Approvals:
                     Code.APPROVAL_REJECTED, request.reason or "Rejected by an approver."
                 )
                 outcome = await self._ledger.terminal(
-                    run, result, "approval_rejected", actor=approver.id, data=audit, approval=state
+                    run,
+                    result,
+                    AuditKind.APPROVAL_REJECTED,
+                    actor=approver.id,
+                    data=audit,
+                    approval=state,
                 )
                 if outcome is None:
                     continue
-                self._notifications.decided(run.run_id, "rejected")
+                self._notifications.decided(run.run_id, Decision.REJECTED)
                 return DecisionResult(Code.APPROVAL_REJECTED, outcome, accepted=True)
 
             action = self._registry.resolve(run.action_id)
             if action is not None and not self._quorum(action, run, state):
                 waiting = run.advance(RunStatus.WAITING_APPROVAL, now, approval=state)
                 stored = await self._ledger.cas(
-                    run, waiting, "approval_recorded", actor=approver.id, data=audit
+                    run, waiting, AuditKind.APPROVAL_RECORDED, actor=approver.id, data=audit
                 )
                 if stored is None:
                     continue
-                self._notifications.decided(run.run_id, "recorded")
+                self._notifications.decided(run.run_id, Decision.RECORDED)
                 return DecisionResult(Code.APPROVAL_RECORDED, outcome_of(stored), accepted=True)
 
             outcome = await self._resume(run, action, state, approver.id, audit)
             if outcome is None:
                 continue
-            self._notifications.decided(run.run_id, "approved")
+            self._notifications.decided(run.run_id, Decision.APPROVED)
             return DecisionResult(outcome.code, outcome, accepted=True)
         raise RuntimeError(f"decide on {run_id}: too much contention")
 
@@ -189,14 +194,19 @@ class Approvals:
             refusal = admission.recheck(action, run, now)
         if refusal is not None:
             return await self._ledger.terminal(
-                run, refusal, "resume_refused", actor=approver_id, data=audit, approval=state
+                run,
+                refusal,
+                AuditKind.RESUME_REFUSED,
+                actor=approver_id,
+                data=audit,
+                approval=state,
             )
         assert action is not None
         started = self._dispatcher.start_attempt(run, now, approval=state)
         stored = await self._ledger.cas(
             run,
             started,
-            "approved_dispatching",
+            AuditKind.APPROVED_DISPATCHING,
             actor=approver_id,
             data={**audit, "revision": action.revision},
         )
@@ -214,9 +224,11 @@ class Approvals:
     async def expire(self, run: ActionRun) -> bool:
         """Move an overdue run to EXPIRED; ``False`` when another write got there first."""
         result = ExecutionResult.denied(Code.APPROVAL_EXPIRED, "Nobody approved it in time.")
-        outcome = await self._ledger.terminal(run, result, "approval_expired", actor="signoff")
+        outcome = await self._ledger.terminal(
+            run, result, AuditKind.APPROVAL_EXPIRED, actor=Actor.SIGNOFF
+        )
         if outcome is not None:
-            self._notifications.decided(run.run_id, "expired")
+            self._notifications.decided(run.run_id, Decision.EXPIRED)
         return outcome is not None
 
     async def settled(self, run: ActionRun) -> ActionRun:

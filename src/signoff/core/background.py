@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Coroutine
 from typing import Any, TypeVar
 
 from signoff.core.ledger import RunLedger
+from signoff.core.outcomes import Decision
 from signoff.core.ports import Notifier
 from signoff.core.run import ActionRun
 
@@ -71,7 +72,7 @@ class Notifications:
         if self.notifier is not None:
             self._background.spawn(self.notifier.approval_requested(run))
 
-    def decided(self, run_id: str, decision: str) -> None:
+    def decided(self, run_id: str, decision: Decision) -> None:
         """Tell the notifier, with the run as committed (it may have executed meanwhile)."""
         notifier = self.notifier
         if notifier is None:

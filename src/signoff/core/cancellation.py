@@ -14,7 +14,7 @@ from signoff.core.definition import ExecutorMode
 from signoff.core.external import External
 from signoff.core.identity import Principal
 from signoff.core.ledger import MAX_CAS_ATTEMPTS, RunLedger
-from signoff.core.outcomes import not_found, outcome_of
+from signoff.core.outcomes import AuditKind, not_found, outcome_of
 from signoff.core.results import ActionOutcome, ExecutionResult
 from signoff.core.run import ActionRun, RunStatus
 
@@ -82,7 +82,11 @@ class Cancellation:
                 )
             result = ExecutionResult.cancelled(message=f"Cancelled by {principal.id}.")
             outcome = await self._ledger.terminal(
-                run, result, "cancelled", actor=principal.id, data={"previous": str(run.status)}
+                run,
+                result,
+                AuditKind.CANCELLED,
+                actor=principal.id,
+                data={"previous": str(run.status)},
             )
             if outcome is not None:
                 return outcome

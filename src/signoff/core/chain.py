@@ -69,12 +69,9 @@ def chain_safe(value: Any) -> Any:
     return chain_safe(to_jsonable_python(value, serialize_unknown=True))
 
 
-def event_body(event: AuditEvent, chain_seq: int, prev_hash: str) -> dict[str, Any]:
+def event_content(event: AuditEvent) -> dict[str, Any]:
+    """What an event says, as JSON: the one serialisation the hash and the export share."""
     return {
-        "format": EVENT_FORMAT,
-        "tenant_id": event.tenant_id,
-        "chain_seq": chain_seq,
-        "prev_hash": prev_hash,
         "run_id": event.run_id,
         "kind": event.kind,
         "at": timestamp(event.at),
@@ -82,6 +79,16 @@ def event_body(event: AuditEvent, chain_seq: int, prev_hash: str) -> dict[str, A
         "status": event.status,
         "code": event.code,
         "data": event.data,
+    }
+
+
+def event_body(event: AuditEvent, chain_seq: int, prev_hash: str) -> dict[str, Any]:
+    return {
+        "format": EVENT_FORMAT,
+        "tenant_id": event.tenant_id,
+        "chain_seq": chain_seq,
+        "prev_hash": prev_hash,
+        **event_content(event),
     }
 
 

@@ -32,7 +32,7 @@ from signoff.core.dispatch import (
     run_guard,
 )
 from signoff.core.ledger import RunLedger
-from signoff.core.outcomes import outcome_of
+from signoff.core.outcomes import AuditKind, outcome_of
 from signoff.core.ports import Clock
 from signoff.core.results import ActionOutcome, ExecutionResult
 from signoff.core.run import ActionRun, ApprovalState, DuplicateScope, RunChanges, RunStatus
@@ -105,7 +105,9 @@ class Dispatcher:
         return await self.execute(action, run)
 
     async def _claim_then_execute(self, action: CompiledAction, run: ActionRun) -> ActionOutcome:
-        stored = await self._ledger.cas(run, self.claim(run, self._clock.now()), "dispatch_claimed")
+        stored = await self._ledger.cas(
+            run, self.claim(run, self._clock.now()), AuditKind.DISPATCH_CLAIMED
+        )
         if stored is None:  # cancelled (or recovered) before it was claimed
             return await self._ledger.truth(run.run_id)
         return await self.execute(action, stored)
@@ -117,10 +119,12 @@ class Dispatcher:
         guard = await run_guard(action, context)
         if not guard.allowed:
             result = ExecutionResult.denied(guard.code, guard.message or "Refused by the guard.")
-            return await self._ledger.finish(run, result, "guard_denied")
+            return await self._ledger.finish(run, result, AuditKind.GUARD_DENIED)
         if action.definition.mode is ExecutorMode.DEFERRED:
             return await self._hand_off(action, run)
-        return await self._ledger.finish(run, await run_executor(action, context), "executed")
+        return await self._ledger.finish(
+            run, await run_executor(action, context), AuditKind.EXECUTED
+        )
 
     async def _hand_off(self, action: CompiledAction, run: ActionRun) -> ActionOutcome:
         try:
@@ -129,10 +133,12 @@ class Dispatcher:
             failure = ExecutionResult.manual_review_failure(
                 Code.ACTION_EXECUTION_EXCEPTION, f"dispatch raised {type(exc).__name__}: {exc}"
             )
-            return await self._ledger.finish(run, failure, "executed")
+            return await self._ledger.finish(run, failure, AuditKind.EXECUTED)
         if isinstance(receipt, ExecutionResult):
             # The executor answered with a final result at once: no external wait.
-            return await self._ledger.finish(run, normalize_result(action, receipt), "executed")
+            return await self._ledger.finish(
+                run, normalize_result(action, receipt), AuditKind.EXECUTED
+            )
         now = self._clock.now()
         timeout = action.definition.timeout
         waiting = run.advance(
@@ -142,7 +148,7 @@ class Dispatcher:
             deadline_at=now + timeout if timeout is not None else None,
         )
         data = {"receipt": receipt} if isinstance(receipt, dict) else None
-        stored = await self._ledger.cas(run, waiting, "external_accepted", data=data)
+        stored = await self._ledger.cas(run, waiting, AuditKind.EXTERNAL_ACCEPTED, data=data)
         if stored is None:  # an early callback already completed it
             return await self._ledger.truth(run.run_id)
         return outcome_of(stored)

@@ -18,7 +18,7 @@ from signoff.core.compiled import ActionRegistry
 from signoff.core.definition import ExecutorMode, OrphanPolicy
 from signoff.core.dispatch import call_hook, context_for, normalize_result
 from signoff.core.ledger import MAX_CAS_ATTEMPTS, RunLedger
-from signoff.core.outcomes import outcome_of
+from signoff.core.outcomes import Actor, AuditKind, outcome_of
 from signoff.core.ports import Clock
 from signoff.core.results import ActionOutcome, ExecutionResult
 from signoff.core.run import ActionRun, RunStatus
@@ -67,7 +67,7 @@ class External:
             action = self._registry.resolve(run.action_id)
             final = normalize_result(action, result) if action is not None else result
             outcome = await self._ledger.terminal(
-                run, final, "external_completed", actor="external"
+                run, final, AuditKind.EXTERNAL_COMPLETED, actor=Actor.EXTERNAL
             )
             if outcome is not None:
                 return CompletionResult(outcome.code, outcome, accepted=True)
@@ -105,7 +105,7 @@ class External:
                 )
             )
         return await self._ledger.terminal(
-            run, result, "cancelled", actor=actor, data={"previous": str(run.status)}
+            run, result, AuditKind.CANCELLED, actor=actor, data={"previous": str(run.status)}
         )
 
     # ----------------------------------------------------------------- orphans
@@ -126,7 +126,7 @@ class External:
                     Code.ACTION_EXTERNAL_TIMEOUT, "The external system never reported completion."
                 )
                 outcome = await self._ledger.terminal(
-                    run, failure, "external_timeout", actor="signoff"
+                    run, failure, AuditKind.EXTERNAL_TIMEOUT, actor=Actor.SIGNOFF
                 )
             handled += outcome is not None
         return handled

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from signoff.core.outcomes import event, outcome_of, terminal_status_for
+from signoff.core.outcomes import AuditKind, event, outcome_of, terminal_status_for
 from signoff.core.ports import AuditEvent, Clock, DuplicateEntry, Liveness, Store
 from signoff.core.results import ActionOutcome, ExecutionResult
 from signoff.core.run import ActionRun, ApprovalState, DuplicateScope, RunStatus
@@ -99,7 +99,7 @@ class RunLedger:
         self,
         run: ActionRun,
         updated: ActionRun,
-        kind: str,
+        kind: AuditKind,
         *,
         actor: str | None = None,
         data: dict[str, Any] | None = None,
@@ -117,7 +117,7 @@ class RunLedger:
         self,
         run: ActionRun,
         result: ExecutionResult,
-        kind: str,
+        kind: AuditKind,
         *,
         actor: str | None = None,
         data: dict[str, Any] | None = None,
@@ -150,7 +150,7 @@ class RunLedger:
         self,
         run: ActionRun,
         result: ExecutionResult,
-        kind: str,
+        kind: AuditKind,
         *,
         actor: str | None = None,
     ) -> ActionOutcome:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from signoff.core.codes import Code, ExecutionStatus, RetryDisposition
@@ -109,9 +110,55 @@ def outcome_of(run: ActionRun, **overrides: Any) -> ActionOutcome:
     return ActionOutcome(**fields)
 
 
+class AuditKind(StrEnum):
+    """What an audit event records. Stored as the value; the trail of a run reads in this
+    vocabulary (a store may still hold kinds an older signoff wrote)."""
+
+    PROPOSED = "proposed"
+    RESOLVED = "resolved"
+    REFUSED = "refused"
+    POLICY_ALLOWED = "policy_allowed"
+    RESERVED = "reserved"
+    DUPLICATE = "duplicate"
+    APPROVAL_REQUESTED = "approval_requested"
+    APPROVAL_RECORDED = "approval_recorded"
+    APPROVAL_REJECTED = "approval_rejected"
+    APPROVAL_EXPIRED = "approval_expired"
+    APPROVED_DISPATCHING = "approved_dispatching"
+    RESUME_REFUSED = "resume_refused"
+    DISPATCHING = "dispatching"
+    DISPATCH_CLAIMED = "dispatch_claimed"
+    GUARD_DENIED = "guard_denied"
+    EXECUTED = "executed"
+    EXTERNAL_ACCEPTED = "external_accepted"
+    EXTERNAL_COMPLETED = "external_completed"
+    EXTERNAL_TIMEOUT = "external_timeout"
+    CANCELLED = "cancelled"
+    RECOVERY_REDISPATCH = "recovery_redispatch"
+    RECOVERY_REFUSED = "recovery_refused"
+    RECOVERED_INTERRUPTED = "recovered_interrupted"
+
+
+class Actor(StrEnum):
+    """Who acted when no principal did (otherwise the actor is the principal's id)."""
+
+    SIGNOFF = "signoff"
+    RECOVERY = "recovery"
+    EXTERNAL = "external"
+
+
+class Decision(StrEnum):
+    """What an approval decision did to the run, as the ``Notifier`` is told."""
+
+    RECORDED = "recorded"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+
+
 def event(
     run: ActionRun,
-    kind: str,
+    kind: AuditKind,
     at: datetime,
     *,
     actor: str | None = None,
@@ -126,7 +173,7 @@ def event(
     return AuditEvent(
         run_id=run.run_id,
         tenant_id=run.tenant_id,
-        kind=kind,
+        kind=str(kind),
         at=at,
         actor=actor if actor is not None else run.principal.id,
         status=str(run.status),

@@ -26,7 +26,7 @@ from signoff.core.compiled import ActionRegistry
 from signoff.core.definition import ExecutorMode
 from signoff.core.dispatcher import Dispatcher
 from signoff.core.ledger import RunLedger
-from signoff.core.outcomes import event, outcome_of, terminal_status_for
+from signoff.core.outcomes import AuditKind, event, outcome_of, terminal_status_for
 from signoff.core.ports import AuditEvent, Clock, DuplicateEntry, DuplicateState
 from signoff.core.proposal import ActionProposal, canonical_hash
 from signoff.core.results import ActionOutcome, ExecutionResult
@@ -92,7 +92,7 @@ class Pipeline:
         events = [
             event(
                 run,
-                "proposed",
+                AuditKind.PROPOSED,
                 now,
                 channel=str(proposal.channel),
                 proposer_type=str(proposal.proposer_type),
@@ -110,7 +110,7 @@ class Pipeline:
                 ),
             )
         run = run.advance(RunStatus.VALIDATING, now, executor_mode=action.definition.mode)
-        events.append(event(run, "resolved", now, revision=action.revision))
+        events.append(event(run, AuditKind.RESOLVED, now, revision=action.revision))
 
         verdict = admission.admit(
             action, admission.policy_input(run, now), proposal.input, proposal.idempotency_key
@@ -127,7 +127,7 @@ class Pipeline:
             RunStatus.POLICY_EVALUATED, now, input_hash=input_hash, resource=decision.resource
         )
         events.append(
-            event(run, "policy_allowed", now, approval_required=decision.approval_required)
+            event(run, AuditKind.POLICY_ALLOWED, now, approval_required=decision.approval_required)
         )
 
         scope = admission.duplicate_scope(action, run)
@@ -143,7 +143,7 @@ class Pipeline:
             )
         before = list(events)
         if scope is not None:
-            events.append(event(run, "reserved", now, scope=scope.visibility))
+            events.append(event(run, AuditKind.RESERVED, now, scope=scope.visibility))
         if decision.approval_required:
             run = run.advance(
                 RunStatus.WAITING_APPROVAL,
@@ -151,15 +151,17 @@ class Pipeline:
                 duplicate_scope=scope,
                 approval=admission.approval_state(action, now),
             )
-            events.append(event(run, "approval_requested", now, code=Code.APPROVAL_REQUIRED))
+            events.append(
+                event(run, AuditKind.APPROVAL_REQUESTED, now, code=Code.APPROVAL_REQUIRED)
+            )
         else:
             run = self._dispatcher.start_attempt(run, now, duplicate_scope=scope)
-            events.append(event(run, "dispatching", now, attempt=run.attempt))
+            events.append(event(run, AuditKind.DISPATCHING, now, attempt=run.attempt))
 
         def on_duplicate(existing: DuplicateEntry) -> tuple[ActionRun, list[AuditEvent]]:
             answer = self._duplicate_answer(evaluated, existing, now)
             code = answer.result.code if answer.result else None
-            return answer, [*before, event(answer, "duplicate", now, code=code)]
+            return answer, [*before, event(answer, AuditKind.DUPLICATE, now, code=code)]
 
         try:
             run = await self._ledger.create(run, events, scope=scope, on_duplicate=on_duplicate)
@@ -207,5 +209,5 @@ class Pipeline:
         """Record a proposal refused before reservation: one commit, nothing reserved."""
         now = self._clock.now()
         run = run.advance(terminal_status_for(result), now, result=result)
-        events.append(event(run, "refused", now, code=result.code))
+        events.append(event(run, AuditKind.REFUSED, now, code=result.code))
         return outcome_of(await self._ledger.create(run, events))

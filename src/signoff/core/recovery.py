@@ -31,6 +31,7 @@ from signoff.core.definition import ExecutorMode
 from signoff.core.dispatcher import Dispatcher
 from signoff.core.external import External
 from signoff.core.ledger import RunLedger
+from signoff.core.outcomes import Actor, AuditKind
 from signoff.core.ports import Clock, Liveness
 from signoff.core.results import ExecutionResult
 from signoff.core.run import ActionRun, RunStatus
@@ -146,21 +147,25 @@ class Recovery:
                 Code.ACTION_INTERRUPTED,
                 "signoff stopped while the action ran; its side effect may or may not have happened.",
             )
-            if await self._ledger.terminal(run, failure, "recovered_interrupted", actor="recovery"):
+            if await self._ledger.terminal(
+                run, failure, AuditKind.RECOVERED_INTERRUPTED, actor=Actor.RECOVERY
+            ):
                 report.interrupted.append(run.run_id)
             return
         refusal = admission.recheck(action, run, self._clock.now())
         if refusal is not None:
             if not never_started:  # the effect may already have happened before the crash
                 refusal = ExecutionResult.manual_review_failure(refusal.code, refusal.message)
-            await self._ledger.terminal(run, refusal, "recovery_refused", actor="recovery")
+            await self._ledger.terminal(
+                run, refusal, AuditKind.RECOVERY_REFUSED, actor=Actor.RECOVERY
+            )
             return
         claimed = self._dispatcher.claim(run, self._clock.now())
         stored = await self._ledger.cas(
             run,
             claimed,
-            "recovery_redispatch",
-            actor="recovery",
+            AuditKind.RECOVERY_REDISPATCH,
+            actor=Actor.RECOVERY,
             data={"operation_id": run.operation_id, "previous_holder": run.worker_id},
         )
         if stored is None:  # another recoverer or a completion got there first

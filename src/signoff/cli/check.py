@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from signoff.cli.options import DEFAULT_MANIFESTS, ManifestsOption
+from signoff.core.definition import ApprovalSpec, default_approval_rule
 from signoff.manifest import (
     LoadedAction,
     ManifestErrors,
@@ -25,11 +26,11 @@ def approval_rule(action: LoadedAction) -> str:
     spec = action.manifest.spec
     approval = spec.approval
     if approval is None:
-        if spec.risk == "critical":
-            return "always (default for critical risk) -> 1 of approver"
-        if spec.effect == "read_only":
-            return "none (default for reads)"
-        return "agent proposals (default) -> 1 of approver"
+        default = ApprovalSpec()
+        stops = default_approval_rule(spec.effect, spec.risk)
+        if stops is None:
+            return "none (default)"
+        return f"{stops} (default) -> {default.count} of {', '.join(default.approver_roles)}"
     when = approval.when
     if when is False or when == "false":
         return "never"

@@ -90,6 +90,16 @@ DEFAULT_APPROVER_ROLES = ("approver",)
 DEFAULT_APPROVAL_EXPIRY = timedelta(hours=24)
 
 
+def default_approval_rule(effect: Effect | str, risk: Risk | str) -> str | None:
+    """``DEFAULT_APPROVAL_WHEN`` for an action of this effect and risk, in words: whose proposals
+    it stops (``None``: none, a read that is not critical). The one statement in English."""
+    if Risk(risk) is Risk.CRITICAL:
+        return "every proposal, the action being critical risk"
+    if Effect(effect) is Effect.READ_ONLY:
+        return None
+    return f"an agent's proposal of this {Effect(effect)} action"
+
+
 class ApprovalSpec(_Frozen):
     """When approval is needed and who may give it. ``ApprovalSpec()`` is the contract's safe default."""
 

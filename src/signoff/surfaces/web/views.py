@@ -14,7 +14,7 @@ from typing import Any
 
 from signoff.core.approvals import approver_refusal, is_overdue
 from signoff.core.codes import CODE_DESCRIPTIONS, Code
-from signoff.core.definition import DEFAULT_APPROVAL_WHEN
+from signoff.core.definition import DEFAULT_APPROVAL_WHEN, default_approval_rule
 from signoff.core.outcomes import outcome_of
 from signoff.core.run import ActionRun, RunStatus
 from signoff.core.runtime import Runtime
@@ -87,12 +87,8 @@ def approval_reason(runtime: Runtime, run: ActionRun) -> str:
     spec = definition.approval
     who = f"{spec.count} approval(s) from {', '.join(spec.approver_roles)}"
     if spec.when == DEFAULT_APPROVAL_WHEN:
-        if definition.risk == "critical":
-            return f"The action is critical risk, so signoff's default rule asks for {who}."
-        return (
-            f"An agent proposed a {definition.effect} action, so signoff's default rule asks "
-            f"for {who}."
-        )
+        stops = default_approval_rule(definition.effect, definition.risk)
+        return f"signoff's default rule stops {stops or 'this proposal'} and asks for {who}."
     return f"The manifest's rule `{spec.when}` matched ({definition.risk} risk); it needs {who}."
 
 

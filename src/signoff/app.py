@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 from signoff.core.clock import SystemClock
 from signoff.core.compiled import ActionRegistry
 from signoff.core.ports import Clock, Notifier, Store
+from signoff.core.run import ActionRun
 from signoff.core.runtime import Runtime
 from signoff.maintenance import DEFAULT_EVERY, Maintenance, maintenance
 from signoff.store.factory import DEFAULT_DATABASE_URL, open_store
@@ -66,7 +68,7 @@ async def start_application(
     registry: ActionRegistry | None = None,
     store: Store | None = None,
     clock: Clock | None = None,
-    notifier: Notifier | None = None,
+    notifier: NotifierFactory | None = None,
 ) -> Application:
     """Build the application, reconcile what a crash may have left, and start housekeeping
     every ``housekeeping_every`` seconds (``None``: never) — every server, whatever its
@@ -99,25 +101,61 @@ def load_registry(manifests_dir: Path) -> ActionRegistry:
     return ActionRegistry(load_manifest_dir(manifests_dir))
 
 
+NotifierFactory = Callable[[Runtime], Notifier | None]
+"""Builds the approval notifier from the runtime whose reads it renders (webhook, Slack)."""
+
+
+class _Connected:
+    """The runtime's notifier, built from that same runtime: connected once, here, at assembly
+    (no surface ever replaces it)."""
+
+    def __init__(self) -> None:
+        self.target: Notifier | None = None
+
+    async def approval_requested(self, run: ActionRun) -> None:
+        if self.target is not None:
+            await self.target.approval_requested(run)
+
+    async def approval_decided(self, run: ActionRun, decision: str) -> None:
+        if self.target is not None:
+            await self.target.approval_decided(run, decision)
+
+
+def assemble(
+    settings: Settings,
+    registry: ActionRegistry,
+    store: Store,
+    *,
+    clock: Clock | None = None,
+    notifier: NotifierFactory | None = None,
+) -> Application:
+    """Wire the runtime and its notifier over an open store (``build_application`` opens it)."""
+    connected = _Connected() if notifier is not None else None
+    runtime = Runtime(
+        registry,
+        store,
+        clock=clock or SystemClock(),
+        instance_id=settings.instance_id or default_instance_id(),
+        notifier=connected,
+    )
+    if connected is not None and notifier is not None:
+        connected.target = notifier(runtime)
+    return Application(settings=settings, registry=registry, store=store, runtime=runtime)
+
+
 async def build_application(
     settings: Settings,
     *,
     registry: ActionRegistry | None = None,
     store: Store | None = None,
     clock: Clock | None = None,
-    notifier: Notifier | None = None,
+    notifier: NotifierFactory | None = None,
 ) -> Application:
+    """The one place an application is assembled: manifests, store, runtime and notifier."""
     registry = registry if registry is not None else load_registry(settings.manifests_dir)
     store = (
         store
         if store is not None
         else await open_store(settings.database_url, upgrade=settings.upgrade_database)
     )
-    runtime = Runtime(
-        registry,
-        store,
-        clock=clock or SystemClock(),
-        instance_id=settings.instance_id or default_instance_id(),
-        notifier=notifier,
-    )
-    return Application(settings=settings, registry=registry, store=store, runtime=runtime)
+    return assemble(settings, registry, store, clock=clock, notifier=notifier)

@@ -14,6 +14,7 @@ import httpx
 from starlette.applications import Starlette
 
 from signoff import ActionDefinition, ActionOutcome, ExecutionContext, Principal
+from signoff.app import Settings, assemble
 from signoff.core.clock import ManualClock
 from signoff.core.compiled import ActionRegistry
 from signoff.core.definition import ApprovalSpec
@@ -23,7 +24,7 @@ from signoff.store.memory import InMemoryStore
 from signoff.surfaces.mcp.auth import JwtConfig, JwtVerifier, issue_token
 from signoff.surfaces.mcp.http import BearerAuth, HttpOptions, build_http_app
 from signoff.surfaces.scopes import DEFAULT_APPROVE
-from signoff.surfaces.web import WebConfig, build_web
+from signoff.surfaces.web import WebConfig, WebNotifications, build_web
 from tests.helpers import NO_APPROVAL, Recorder, definition, proposal
 
 JWT_SECRET = "a-test-secret-that-is-long-enough-for-hs256"
@@ -156,10 +157,13 @@ def build_site(
     clock = ManualClock()
     recorder, external = Recorder(), ExternalSystem()
     store = store if store is not None else InMemoryStore()
-    runtime = Runtime(ActionRegistry(invoice_actions(recorder, external)), store, clock=clock)
     config = config or web_config()
+    notifications = WebNotifications(config)
+    registry = ActionRegistry(invoice_actions(recorder, external))
+    settings = Settings(instance_id="default")
+    runtime = assemble(settings, registry, store, clock=clock, notifier=notifications).runtime
     verifier = JwtVerifier(jwt_config or JwtConfig(secret=JWT_SECRET))
-    web = build_web(runtime, config, verifier)
+    web = build_web(runtime, config, verifier, notifications)
     app = build_http_app(
         runtime,
         BearerAuth(verifier, BASE_URL),

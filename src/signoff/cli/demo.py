@@ -40,7 +40,7 @@ from signoff.surfaces.mcp.http import (
 )
 from signoff.surfaces.mcp.serving import serve_http
 from signoff.surfaces.scopes import Scopes
-from signoff.surfaces.web import WebConfig, build_web
+from signoff.surfaces.web import WebConfig, WebNotifications, build_web
 
 DEMO_TENANT = "demo"
 # Where the demo invoices domain (examples/invoices) keeps its own tables (its default file name).
@@ -84,19 +84,19 @@ def demo(
     except OSError as exc:
         fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}", "PORT_UNAVAILABLE")
 
+    web_config = WebConfig(public_url=public_url, session_secret=_secret(state / "session-secret"))
+    notifications = WebNotifications(web_config)
+
     async def body(application: Application) -> None:
         _print_instructions(state, public_url, secret, database, manifests_dir)
-        web_config = WebConfig(
-            public_url=public_url, session_secret=_secret(state / "session-secret")
-        )
-        web = build_web(application.runtime, web_config, auth.verifier)
+        web = build_web(application.runtime, web_config, auth.verifier, notifications)
         app = build_http_app(
             application.runtime, auth, HttpOptions(routes=web.routes, lifespan=web.lifespan)
         )
         async with reloading(application, signoff_mcp(app), enabled=True):
             await serve_http(app, host, port, log_level="warning", sockets=[listener])
 
-    serve_application(database, manifests, body)
+    serve_application(database, manifests, body, notifier=notifications)
 
 
 def _listen(host: str, port: int) -> socket.socket:

@@ -10,7 +10,7 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from signoff.app import Application, Settings, start_application
+from signoff.app import Application, NotifierFactory, Settings, start_application
 from signoff.cli.plumbing import MISCONFIGURED, fail
 from signoff.store.errors import StoreError
 from signoff.surfaces.mcp.server import SignoffMCP
@@ -25,7 +25,11 @@ def misconfigured(message: str, code: str = "CONFIG_INVALID") -> NoReturn:
 
 
 def serve_application(
-    database: str, manifests: str, body: Callable[[Application], Awaitable[None]]
+    database: str,
+    manifests: str,
+    body: Callable[[Application], Awaitable[None]],
+    *,
+    notifier: NotifierFactory | None = None,
 ) -> None:
     """Build the application inside the serving loop (stores bind to it), run, close."""
 
@@ -35,7 +39,7 @@ def serve_application(
     async def main() -> None:
         try:
             application = await start_application(
-                Settings(database_url=database, manifests_dir=Path(manifests))
+                Settings(database_url=database, manifests_dir=Path(manifests)), notifier=notifier
             )
         except StoreError as exc:
             fail(f"cannot start: {exc}", exc.code)

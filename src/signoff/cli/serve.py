@@ -40,7 +40,7 @@ from signoff.surfaces.mcp.identity import Caller, IdentityError, fixed_identity,
 from signoff.surfaces.mcp.server import SignoffMCP
 from signoff.surfaces.mcp.serving import serve_http, serve_stdio
 from signoff.surfaces.scopes import ScopeConfigError, Scopes
-from signoff.surfaces.web import WebConfig, WebConfigError, build_web
+from signoff.surfaces.web import WebConfig, WebConfigError, WebNotifications, build_web
 
 
 class Transport(StrEnum):
@@ -158,10 +158,12 @@ def serve(
     except (WebConfigError, ScopeConfigError) as exc:
         misconfigured(str(exc))
     options = HttpOptions(allowed_hosts=tuple(allowed_host or ()))
+    notifications = WebNotifications(web)
     serve_application(
         database,
         manifests,
-        lambda app: _http(app, auth, options, web, host, port, log_level, reload),
+        lambda app: _http(app, auth, options, web, notifications, host, port, log_level, reload),
+        notifier=notifications,
     )
 
 
@@ -176,6 +178,7 @@ async def _http(
     auth: HttpAuth,
     options: HttpOptions,
     web_config: WebConfig,
+    notifications: WebNotifications,
     host: str,
     port: int,
     log_level: str,
@@ -184,7 +187,7 @@ async def _http(
     """The app: /mcp, plus callbacks, plus the approvers' inbox and API when
     tokens are verified (a fixed test identity has no approvers)."""
     verifier = auth.verifier if isinstance(auth, BearerAuth) else None
-    web = build_web(application.runtime, web_config, verifier)
+    web = build_web(application.runtime, web_config, verifier, notifications)
     options = dataclasses.replace(
         options, routes=[*options.routes, *web.routes], lifespan=web.lifespan
     )

@@ -66,15 +66,15 @@ class Notifications:
     ) -> None:
         self._background = background
         self._ledger = ledger
-        self.notifier = notifier
+        self._notifier = notifier
 
     def requested(self, run: ActionRun) -> None:
-        if self.notifier is not None:
-            self._background.spawn(self.notifier.approval_requested(run))
+        if self._notifier is not None:
+            self._background.spawn(self._notifier.approval_requested(run))
 
     def decided(self, run_id: str, decision: Decision) -> None:
         """Tell the notifier, with the run as committed (it may have executed meanwhile)."""
-        notifier = self.notifier
+        notifier = self._notifier
         if notifier is None:
             return
 

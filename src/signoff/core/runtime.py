@@ -85,14 +85,6 @@ class Runtime:
         """The runtime's clock (surfaces show times relative to it)."""
         return self._clock.now()
 
-    @property
-    def notifier(self) -> Notifier | None:
-        return self._notifications.notifier
-
-    @notifier.setter
-    def notifier(self, notifier: Notifier | None) -> None:
-        self._notifications.notifier = notifier
-
     # ------------------------------------------------------- governed operations
     # Each finishes its durable steps even if the caller goes away (a client hanging up).
     async def propose(self, proposal: ActionProposal) -> ActionOutcome:

@@ -4,7 +4,10 @@ callbacks and approval notifications (webhook, Slack). Housekeeping is the appli
 
 Mount it beside ``/mcp``::
 
-    web = build_web(application.runtime, WebConfig.from_env(os.environ, public_url=url), verifier)
+    config = WebConfig.from_env(os.environ, public_url=url)
+    notifications = WebNotifications(config)
+    application = await start_application(settings, notifier=notifications)
+    web = build_web(application.runtime, config, verifier, notifications)
     app = build_http_app(runtime, auth, HttpOptions(routes=web.routes, lifespan=web.lifespan))
 
 Routes: ``/approvals`` (inbox, sign-in, sign-out, run pages), ``/api/approvals``,
@@ -12,12 +15,13 @@ Routes: ``/approvals`` (inbox, sign-in, sign-out, run pages), ``/api/approvals``
 """
 
 from signoff.surfaces.web.config import WebConfig, WebConfigError, WebhookConfig
-from signoff.surfaces.web.surface import WebSurface, build_routes, build_web
+from signoff.surfaces.web.surface import WebNotifications, WebSurface, build_routes, build_web
 from signoff.surfaces.web.webhook import WebhookNotifier
 
 __all__ = [
     "WebConfig",
     "WebConfigError",
+    "WebNotifications",
     "WebSurface",
     "WebhookConfig",
     "WebhookNotifier",

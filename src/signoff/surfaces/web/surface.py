@@ -56,28 +56,47 @@ def build_routes(
     return routes
 
 
+class WebNotifications:
+    """The web's approval notifiers (webhook, Slack), built from the runtime they render runs
+    with: hand it to ``build_application(notifier=...)``, then to ``build_web`` (Slack's
+    interaction routes share its notifier)."""
+
+    def __init__(
+        self, config: WebConfig, *, slack_client: Callable[[], httpx.AsyncClient] | None = None
+    ) -> None:
+        self.config = config
+        self.slack_client = slack_client
+        self.notifier: Notifier | None = None
+        self.slack: SlackInteractions | None = None
+
+    def __call__(self, runtime: Runtime) -> Notifier | None:
+        config = self.config
+        notifiers: list[Notifier] = []
+        if config.webhook is not None:
+            notifiers.append(WebhookNotifier(runtime, config.webhook, public_url=config.public_url))
+        if config.slack is not None:
+            api = SlackApi(config.slack, client=self.slack_client)
+            slack_notifier = SlackNotifier(runtime, api, public_url=config.public_url)
+            notifiers.append(slack_notifier)
+            self.slack = SlackInteractions(runtime, config.slack, api, slack_notifier)
+        self.notifier = combined(notifiers)
+        return self.notifier
+
+
 def build_web(
     runtime: Runtime,
     config: WebConfig,
     verifier: TokenVerifier | None,
-    *,
-    slack_client: Callable[[], httpx.AsyncClient] | None = None,
+    notifications: WebNotifications | None = None,
 ) -> WebSurface:
-    """Routes, plus the notifier installed on ``runtime`` when one is configured, plus a lifespan
-    that lets Slack work in flight finish. Housekeeping is the application's, not the web's."""
-    notifiers: list[Notifier] = []
-    if config.webhook is not None:
-        notifiers.append(WebhookNotifier(runtime, config.webhook, public_url=config.public_url))
-    slack: SlackInteractions | None = None
-    if config.slack is not None:
-        api = SlackApi(config.slack, client=slack_client)
-        slack_notifier = SlackNotifier(runtime, api, public_url=config.public_url)
-        notifiers.append(slack_notifier)
-        slack = SlackInteractions(runtime, config.slack, api, slack_notifier)
-    notifier = combined(notifiers)
-    if notifier is not None:
-        # The runtime reads its notifier at each event, so installing it after construction works.
-        runtime.notifier = notifier
+    """Routes, plus a lifespan that lets Slack work in flight finish. The notifiers are the
+    application's (``notifications``, connected by ``build_application``); so is housekeeping."""
+    if notifications is None and (config.webhook is not None or config.slack is not None):
+        raise ValueError(
+            "webhook or Slack configured: pass the WebNotifications given to build_application"
+        )
+    slack = notifications.slack if notifications is not None else None
+    notifier = notifications.notifier if notifications is not None else None
 
     @asynccontextmanager
     async def lifespan(_app: Any) -> AsyncIterator[None]:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import socket
 
+import anyio
 import uvicorn
 from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
 from starlette.types import ASGIApp
 
 from signoff.surfaces.mcp.server import SignoffMCP
+from signoff.surfaces.mcp.stdio_guard import screen
 
 
 async def serve_stdio(surface: SignoffMCP) -> None:
@@ -17,9 +20,13 @@ async def serve_stdio(surface: SignoffMCP) -> None:
     Build ``surface`` with ``fixed_identity(caller)``: the launch identity is the only one.
     """
     async with stdio_server() as (read_stream, write_stream):
-        await surface.server.run(
-            read_stream, write_stream, surface.server.create_initialization_options()
-        )
+        send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+        async with anyio.create_task_group() as group:
+            # Unreadable lines are answered here, not dropped (``stdio_guard``).
+            group.start_soon(screen, read_stream, send, write_stream)
+            await surface.server.run(
+                receive, write_stream, surface.server.create_initialization_options()
+            )
 
 
 def uvicorn_server(

@@ -153,13 +153,14 @@ def build_site(
     config: WebConfig | None = None,
     *,
     jwt_config: JwtConfig | None = None,
+    extra: Sequence[ActionDefinition] = (),
 ) -> Site:
     clock = ManualClock()
     recorder, external = Recorder(), ExternalSystem()
     store = store if store is not None else InMemoryStore()
     config = config or web_config()
     notifications = WebNotifications(config)
-    registry = ActionRegistry(invoice_actions(recorder, external))
+    registry = ActionRegistry([*invoice_actions(recorder, external), *extra])
     settings = Settings(instance_id="default")
     runtime = assemble(settings, registry, store, clock=clock, notifier=notifications).runtime
     verifier = JwtVerifier(jwt_config or JwtConfig(secret=JWT_SECRET))

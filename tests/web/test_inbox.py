@@ -89,7 +89,7 @@ async def test_an_approval_through_the_inbox_resumes_the_run_and_is_recorded_as_
         )
         after = await http.get(decided.headers["location"])
     assert decided.status_code == 303
-    assert decided.headers["location"].endswith(f"?done={Code.SUCCEEDED}&ok=1")
+    assert decided.headers["location"].endswith("?decided=1")
     assert 'id="decision-result"' in after.text and "SUCCEEDED" in after.text
     outcome = await site.runtime.get(pending.run_id, "acme")
     assert outcome is not None and outcome.code == Code.SUCCEEDED
@@ -115,7 +115,8 @@ async def test_a_refused_decision_shows_its_code(site: Site) -> None:
             f"/approvals/runs/{pending.run_id}/decide",
             data={"csrf": hidden(page.text, "csrf"), "decision": "approve"},
         )
-    assert decided.headers["location"].endswith(f"?done={Code.APPROVER_NOT_ELIGIBLE}&ok=0")
+    assert decided.status_code == 403
+    assert Code.APPROVER_NOT_ELIGIBLE in decided.text and "Decision not recorded" in decided.text
     assert (await stored_run(site.store, pending.run_id)).status is RunStatus.WAITING_APPROVAL
 
 

@@ -23,7 +23,7 @@ from signoff.core.run import MAX_REASON_CHARS, ActionRun, ApprovalVote, RunStatu
 from signoff.core.runtime import Runtime
 from signoff.surfaces.scopes import ScopeRefusal
 from signoff.surfaces.web.auth import Authenticator
-from signoff.surfaces.web.http import BodyTooLarge, read_body
+from signoff.surfaces.web.http import STATUS_OF, BodyTooLarge, read_body
 from signoff.surfaces.web.session import Session, Sessions, csrf_matches
 from signoff.surfaces.web.views import (
     describe,
@@ -31,6 +31,7 @@ from signoff.surfaces.web.views import (
     may_decide,
     pending_for,
     relative,
+    visible,
 )
 
 PREFIX = "/approvals"
@@ -147,14 +148,11 @@ class Inbox:
         run = await self.runtime.get_run(run_id, session.caller.tenant_id)
         if run is None:
             return self.not_found(request, session)
-        done = request.query_params.get("done")
+        # The banner comes from the stored decision, never from the URL: ``?decided=1`` only
+        # asks to show this approver's own recorded decision, if there is one.
         banner = None
-        if done:
-            banner = {
-                "code": done,
-                "text": describe(done),
-                "ok": request.query_params.get("ok") == "1",
-            }
+        if "decided" in request.query_params:
+            banner = _recorded_banner(run, session.caller.principal.id)
         row = self._row(run, self.runtime.now(), session)
         return self.render(request, "run.html", session, run=row, banner=banner)
 
@@ -191,10 +189,16 @@ class Inbox:
         )
         if result.code == Code.ACTION_RUN_NOT_FOUND:
             return self.not_found(request, session)
-        ok = "1" if result.accepted else "0"
-        return _see_other(
-            f"{PREFIX}/runs/{quote(run_id, safe='')}?done={quote(result.code)}&ok={ok}"
-        )
+        if result.accepted:
+            return _see_other(f"{PREFIX}/runs/{quote(run_id, safe='')}?decided=1")
+        # Refused: nothing was stored, so say so on this answer (no redirect to carry it).
+        run = await self.runtime.get_run(run_id, session.caller.tenant_id)
+        if run is None:
+            return self.not_found(request, session)
+        banner = {"code": result.code, "text": describe(result.code), "ok": False}
+        row = self._row(run, self.runtime.now(), session)
+        status = STATUS_OF.get(result.code, 409)
+        return self.render(request, "run.html", session, status=status, run=row, banner=banner)
 
     async def css(self, _request: Request) -> Response:
         return Response(
@@ -219,7 +223,7 @@ class Inbox:
             "channel": str(run.channel),
             "principal": run.principal.id,
             "principal_roles": ", ".join(run.principal.roles),
-            "resource": run.resource or "",
+            "resource": visible(run.resource or "")[0],
             "fields": input_fields(self.runtime, run),
             "created_at": run.created_at.isoformat(),
             "age": relative(run.created_at, now),
@@ -277,6 +281,14 @@ class Inbox:
             title="No such run",
             message=f"There is no such run in your tenant. [{Code.ACTION_RUN_NOT_FOUND}]",
         )
+
+
+def _recorded_banner(run: ActionRun, approver_id: str) -> dict[str, Any] | None:
+    """This approver's stored decision and where the run stands now, or nothing."""
+    if run.approval is None or run.approval.decided_by(approver_id) is None:
+        return None
+    code = run.result.code if run.result is not None else str(Code.APPROVAL_RECORDED)
+    return {"code": code, "text": describe(code), "ok": True}
 
 
 async def _form(request: Request) -> dict[str, str] | None:

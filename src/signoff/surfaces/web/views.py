@@ -15,6 +15,7 @@ from typing import Any
 from signoff.core.approvals import approver_refusal, is_overdue
 from signoff.core.codes import CODE_DESCRIPTIONS, Code
 from signoff.core.definition import DEFAULT_APPROVAL_WHEN, default_approval_rule
+from signoff.core.input_limits import is_plain_text
 from signoff.core.outcomes import outcome_of
 from signoff.core.run import ActionRun, RunStatus
 from signoff.core.runtime import Runtime
@@ -30,6 +31,16 @@ class Field:
     name: str
     value: str
     masked: bool
+    hidden_characters: bool = False
+    """The raw value holds control, bidi or zero-width characters (shown as ``⟨U+202E⟩``)."""
+
+
+def visible(text: str) -> tuple[str, bool]:
+    """``text`` with every control, bidi and zero-width character shown as ``⟨U+XXXX⟩``, and
+    whether there was one: what an approver reads is what the executor receives."""
+    if is_plain_text(text):
+        return text, False
+    return "".join(char if is_plain_text(char) else f"⟨U+{ord(char):04X}⟩" for char in text), True
 
 
 def _sensitive(runtime: Runtime, run: ActionRun) -> frozenset[str]:
@@ -45,16 +56,18 @@ def masked_input(runtime: Runtime, run: ActionRun) -> dict[str, Any]:
 
 def input_fields(runtime: Runtime, run: ActionRun) -> list[Field]:
     sensitive = _sensitive(runtime, run)
-    return [
-        Field(name=key, value=MASK, masked=True)
-        if key in sensitive
-        else Field(
-            name=key,
-            value=value if isinstance(value, str) else json.dumps(value, ensure_ascii=False),
-            masked=False,
+    fields: list[Field] = []
+    for key, value in run.input.items():
+        name, odd_name = visible(key)
+        if key in sensitive:
+            fields.append(Field(name=name, value=MASK, masked=True, hidden_characters=odd_name))
+            continue
+        raw = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        shown, odd_value = visible(raw)
+        fields.append(
+            Field(name=name, value=shown, masked=False, hidden_characters=odd_name or odd_value)
         )
-        for key, value in run.input.items()
-    ]
+    return fields
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +191,7 @@ def run_json(runtime: Runtime, run: ActionRun, caller: Caller | None) -> dict[st
         "principal": {"id": run.principal.id, "roles": list(run.principal.roles)},
         "resource": run.resource,
         "input": masked_input(runtime, run),
+        "hidden_characters": [f.name for f in input_fields(runtime, run) if f.hidden_characters],
         "created_at": _iso(run.created_at),
         "updated_at": _iso(run.updated_at),
         "approval": approval,
@@ -233,4 +247,5 @@ __all__ = [
     "pending_for",
     "relative",
     "run_json",
+    "visible",
 ]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from signoff.core.clock import SystemClock
 from signoff.core.compiled import ActionRegistry
+from signoff.core.input_limits import InputLimits
 from signoff.core.ports import Clock, Notifier, Store
 from signoff.core.run import ActionRun
 from signoff.core.runtime import Runtime
@@ -29,6 +30,8 @@ class Settings:
     # earlier life at once; the default is unique per process, and a dead process's runs are
     # recovered once its heartbeat goes stale.
     instance_id: str | None = None
+    # Contract §9: SIGNOFF_MAX_INPUT_BYTES (default 256 KiB), SIGNOFF_MAX_INPUT_DEPTH (32).
+    input_limits: InputLimits = field(default_factory=lambda: InputLimits.from_env(os.environ))
 
 
 @dataclass
@@ -137,6 +140,7 @@ def assemble(
         clock=clock or SystemClock(),
         instance_id=settings.instance_id or default_instance_id(),
         notifier=connected,
+        input_limits=settings.input_limits,
     )
     if connected is not None and notifier is not None:
         connected.target = notifier(runtime)

@@ -128,3 +128,18 @@ def test_whatever_passes_the_limits_reads_back_through_the_stores_json_decoder(
         text = json.dumps({"v": value}, allow_nan=False, ensure_ascii=False)
         assert not has_bad_text(text)
         assert from_json(text.encode("utf-8")) == {"v": value}
+
+
+def test_a_screened_proposal_is_storable_whatever_it_carried() -> None:
+    from signoff.core.input_limits import screen, storable_key
+
+    refused = screen("invoice\x00cancel\ud800", {"a": "b"})
+    assert refused is not None and refused.reason == "bad_string"
+    stored = json.dumps([refused.action_id, storable_key("key\x00"), refused.input])
+    stored.encode("utf-8")
+    assert "\x00" not in json.loads(stored)[0] and "\x00" not in json.loads(stored)[1]
+    assert storable_key("k-1") == "k-1" and storable_key(None) is None
+    assert len(storable_key("x" * 10_000) or "") <= 256
+    assert screen("invoice.cancel", {"a": "b"}) is None
+    deep = screen("invoice.cancel", {"a": nested(40)})
+    assert deep is not None and deep.reason == "too_deep" and deep.input["keys"] == ["a"]

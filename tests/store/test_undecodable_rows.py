@@ -122,3 +122,28 @@ def test_audit_verify_names_an_undecodable_run_row_and_still_checks_the_rest(
     assert listing.exit_code == 0, listing.output
     export = runner.invoke(app, ["audit", "export", "--database", url])
     assert export.exit_code == 0, export.output
+
+
+async def test_the_inbox_and_the_approvals_api_still_answer_with_an_undecodable_waiting_run(
+    sql_backend: Backend,
+) -> None:
+    from tests.web.support import bearer, site_for_tests, token
+    from tests.web.test_inbox import LEAD, sign_in
+
+    store = await sql_backend.open_sql()
+    async with site_for_tests(store) as site:
+        waiting = await site.propose({"invoice_id": "INV-5", "amount": 5000, "reason": "r"})
+        assert waiting.code == "APPROVAL_REQUIRED"
+        poisoned = waiting.run_id[:-4] + "ffff"
+        await _poison(store, waiting.run_id, poisoned)
+        async with site.client(bearer()) as api:
+            listing = await api.get("/api/approvals")
+            missing = await api.get(f"/api/runs/{poisoned}")
+        async with site.client() as http:
+            await sign_in(http, token(**LEAD))
+            inbox = await http.get("/approvals")
+    assert listing.status_code == 200
+    listed = [r["run_id"] for r in listing.json()["approvals"]]
+    assert waiting.run_id in listed and poisoned not in listed
+    assert missing.status_code == 404
+    assert inbox.status_code == 200 and waiting.run_id in inbox.text

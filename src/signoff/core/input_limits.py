@@ -43,6 +43,19 @@ class InputLimits:
         if self.max_bytes < 1 or self.max_depth < 1:
             raise ValueError("input limits must be positive")
 
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> InputLimits:
+        """``SIGNOFF_MAX_INPUT_BYTES`` and ``SIGNOFF_MAX_INPUT_DEPTH``, else the defaults."""
+        try:
+            return cls(
+                max_bytes=int(env.get("SIGNOFF_MAX_INPUT_BYTES") or DEFAULT_MAX_BYTES),
+                max_depth=int(env.get("SIGNOFF_MAX_INPUT_DEPTH") or DEFAULT_MAX_DEPTH),
+            )
+        except ValueError as exc:
+            raise ValueError(
+                "SIGNOFF_MAX_INPUT_BYTES and SIGNOFF_MAX_INPUT_DEPTH must be positive integers"
+            ) from exc
+
 
 DEFAULT_LIMITS = InputLimits()
 
@@ -226,3 +239,35 @@ def check_name(what: str, text: str, max_chars: int = 255) -> LimitViolation | N
     if len(text) > max_chars:
         return LimitViolation("too_large", "", f"The {what} is longer than {max_chars} characters.")
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A proposal refused by the limits, in the form the run can store: the tool name storable,
+    the arguments replaced by their ``refused_summary``."""
+
+    action_id: str
+    input: dict[str, Any]
+    reason: str
+    message: str
+
+
+def screen(action_id: str, arguments: Any, limits: InputLimits = DEFAULT_LIMITS) -> Refused | None:
+    """Check a proposal before anything is stored; ``None`` when it is within the limits."""
+    violation = check_name("tool name", action_id) or check_input(arguments, limits)
+    if violation is None:
+        return None
+    return Refused(
+        action_id=safe_text(action_id, 255) if has_bad_text(action_id) else action_id[:255],
+        input=refused_summary(arguments, violation),
+        reason=violation.reason,
+        message=violation.message,
+    )
+
+
+def storable_key(key: str | None) -> str | None:
+    """An ``idempotency_key`` as a run may record it: a malformed key is refused anyway
+    (``IDEMPOTENCY_KEY_INVALID``), so it is kept escaped and bounded rather than verbatim."""
+    if key is None or (key.isascii() and key.isprintable() and 0 < len(key) <= 255):
+        return key
+    return safe_text(key, 255)

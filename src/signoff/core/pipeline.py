@@ -25,6 +25,7 @@ from signoff.core.codes import Code, ExecutionStatus, RetryDisposition
 from signoff.core.compiled import ActionRegistry
 from signoff.core.definition import ExecutorMode
 from signoff.core.dispatcher import Dispatcher
+from signoff.core.input_limits import DEFAULT_LIMITS, InputLimits, screen, storable_key
 from signoff.core.ledger import RunLedger
 from signoff.core.outcomes import AuditKind, event, outcome_of, terminal_status_for
 from signoff.core.ports import AuditEvent, Clock, DuplicateEntry, DuplicateState
@@ -45,7 +46,9 @@ class Pipeline:
         dispatcher: Dispatcher,
         notifications: Notifications,
         clock: Clock,
+        limits: InputLimits = DEFAULT_LIMITS,
     ) -> None:
+        self._limits = limits
         self._registry = registry
         self._ledger = ledger
         self._dispatcher = dispatcher
@@ -76,16 +79,18 @@ class Pipeline:
 
     async def _propose(self, proposal: ActionProposal, run_id: str) -> ActionOutcome:
         now = self._clock.now()
+        # Input limits first (contract §9): nothing a proposal carries is stored unchecked.
+        refused = screen(proposal.action_id, proposal.input, self._limits)
         data = proposal.input if isinstance(proposal.input, dict) else {}
         run = ActionRun(
             run_id=run_id,
             tenant_id=proposal.tenant_id,
-            action_id=proposal.action_id,
+            action_id=refused.action_id if refused else proposal.action_id,
             principal=proposal.principal,
             channel=proposal.channel,
             proposer_type=proposal.proposer_type,
-            idempotency_key=proposal.idempotency_key,
-            input=data,
+            idempotency_key=storable_key(proposal.idempotency_key),
+            input=refused.input if refused else data,
             created_at=now,
             updated_at=now,
         )
@@ -100,6 +105,14 @@ class Pipeline:
             )
         ]
 
+        if refused is not None:
+            return await self._refuse(
+                run,
+                events,
+                ExecutionResult.invalid(Code.INPUT_VALIDATION_FAILED, refused.message).model_copy(
+                    update={"output": {"refused": refused.reason}}
+                ),
+            )
         action = self._registry.resolve(proposal.action_id)
         if action is None:
             return await self._refuse(

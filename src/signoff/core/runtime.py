@@ -23,6 +23,7 @@ from signoff.core.dispatch import AsyncLane
 from signoff.core.dispatcher import Dispatcher
 from signoff.core.external import CompletionResult, External
 from signoff.core.identity import Principal
+from signoff.core.input_limits import DEFAULT_LIMITS, InputLimits
 from signoff.core.ledger import RunLedger
 from signoff.core.outcomes import not_found, outcome_of
 from signoff.core.pipeline import Pipeline
@@ -45,6 +46,7 @@ class Runtime:
         instance_id: str = "default",
         notifier: Notifier | None = None,
         worker_ttl: timedelta = WORKER_TTL,
+        input_limits: InputLimits = DEFAULT_LIMITS,
     ) -> None:
         self._registry = registry
         self._clock: Clock = clock or SystemClock()
@@ -56,7 +58,7 @@ class Runtime:
         self._notifications = Notifications(self._background, self._ledger, notifier)
         self._dispatcher = Dispatcher(self._ledger, self._clock, self._worker_id, lane)
         stage = (registry, self._ledger, self._dispatcher, self._notifications, self._clock)
-        self._pipeline = Pipeline(*stage)
+        self._pipeline = Pipeline(*stage, input_limits)
         self._approvals = Approvals(*stage)
         self._external = External(registry, self._ledger, self._clock)
         self._cancellation = Cancellation(self._ledger, self._approvals, self._external)

@@ -23,6 +23,7 @@ from signoff.core.ports import StoreUnit
 from signoff.manifest.http_executor import HttpExecutor
 from signoff.store.memory import InMemoryStore
 from signoff.surfaces.mcp import tools
+from signoff.surfaces.mcp.identity import make_caller
 from tests.helpers import NO_APPROVAL, definition
 from tests.surfaces.support import world
 
@@ -161,3 +162,15 @@ async def test_a_store_fault_in_resources_is_a_json_rpc_error_without_sql() -> N
         assert raised.error.code == types.INTERNAL_ERROR
         assert Code.ACTION_RUNTIME_FAILED in raised.error.message
         assert leaks(raised.error.message) == [] and leaks(raised.error.data) == []
+
+
+@pytest.mark.parametrize("name", ["invoice\x00cancel", "invoice_\ud800cancel", "\udfff"])
+async def test_a_nul_or_lone_surrogate_in_a_tool_name_is_recorded_and_refused(name: str) -> None:
+    # The SDK client cannot even send a lone surrogate (it goes into a header), so the surface
+    # is called the way its tool handler calls it.
+    w = world()
+    caller = make_caller("agent-1", "acme", "billing")
+    outcome = await w.surface().propose(caller, name, {"invoice_id": "INV-1", "amount": 1})
+    assert outcome.code in (Code.INPUT_VALIDATION_FAILED, Code.ACTION_NOT_REGISTERED)
+    assert await w.audit(outcome.run_id)
+    outcome.model_dump_json().encode("utf-8")

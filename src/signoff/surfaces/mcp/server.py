@@ -182,6 +182,9 @@ class SignoffMCP:
             # Not a string: hand over a key the contract can never accept, so the pipeline
             # records the refusal (IDEMPOTENCY_KEY_INVALID) like any other invalid call.
             key = ""
+        # A lone surrogate cannot even be held by a proposal; show it escaped instead, so the
+        # call is still recorded and refused (only in-process clients can send one).
+        action_id, key = _encodable(action_id), _encodable(key) if key is not None else None
         proposal = ActionProposal(
             action_id=action_id,
             input=arguments,
@@ -297,6 +300,14 @@ class SignoffMCP:
         await self._bus.publish(ToolsListChanged())
         for connection in list(self._legacy_connections):
             await connection.notify("notifications/tools/list_changed", None)
+
+
+def _encodable(text: str) -> str:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return safe_text(text, 255)
+    return text
 
 
 def _internal(operation: str) -> MCPError:

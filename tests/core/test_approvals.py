@@ -208,3 +208,34 @@ async def test_a_failing_notifier_never_blocks_or_loses_a_run(
     assert decision.outcome is not None and decision.outcome.code == Code.SUCCEEDED
     assert recorder.count == 1 and len(listener.events) == 2
     assert "notification failed" in caplog.text
+
+
+async def test_a_decision_bound_to_a_version_is_refused_once_the_run_moved_on() -> None:
+    from dataclasses import replace
+
+    runtime = Runtime(
+        ActionRegistry(
+            [
+                definition(
+                    Recorder(),
+                    approval=ApprovalSpec(when="true", approver_roles=("billing-lead",), count=2),
+                )
+            ]
+        ),
+        InMemoryStore(),
+    )
+    pending = await runtime.propose(proposal(LARGE))
+    shown = await runtime.get_run(pending.run_id, "acme")
+    assert shown is not None
+    await runtime.decide(pending.run_id, "acme", approve(LEAD))
+    late = await runtime.decide(
+        pending.run_id, "acme", replace(approve(LEAD2), expected_version=shown.version)
+    )
+    current = await runtime.get_run(pending.run_id, "acme")
+    assert late.code == Code.APPROVAL_RUN_CHANGED and not late.accepted
+    assert current is not None and current.approval is not None
+    assert [d.approver_id for d in current.approval.decisions] == [LEAD.id]
+    fresh = await runtime.decide(
+        pending.run_id, "acme", replace(approve(LEAD2), expected_version=current.version)
+    )
+    assert fresh.accepted and fresh.code == Code.SUCCEEDED

@@ -87,6 +87,10 @@ class CrashingStore:
     def workers(self) -> Any:
         return self.inner.workers
 
+    @property
+    def links(self) -> Any:
+        return self.inner.links
+
     @asynccontextmanager
     async def unit(self) -> AsyncIterator[StoreUnit]:
         async with self.inner.unit() as unit:

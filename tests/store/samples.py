@@ -12,10 +12,12 @@ from signoff.core.identity import Channel, Principal, ProposerType
 from signoff.core.results import ExecutionResult
 from signoff.core.run import (
     ActionRun,
+    Amendment,
     ApprovalDecision,
     ApprovalState,
     ApprovalVote,
     DuplicateScope,
+    PreviewRecord,
     RunStatus,
 )
 
@@ -112,6 +114,20 @@ def _full_run(tenant: str) -> ActionRun:
         result=ExecutionResult.failure(Code.ACTION_FAILED, "partly", output={"detail": ["x", 1]}),
         dispatched_at=T0 + timedelta(seconds=1),
         deadline_at=datetime(2026, 3, 2, 14, 0, 0, 999999, tzinfo=CEST),
+        preview=PreviewRecord(
+            output={"would_cancel": "INV-42", "open_balance": 1234.5, "note": "ü"},
+            digest="d" * 64,
+            at=T0 + timedelta(seconds=2),
+        ),
+        approved_input={"invoice_id": "INV-42", "amount": 1000.25},
+        amendments=(
+            Amendment(
+                approver_id="lead-1",
+                at=T0 + timedelta(minutes=4),
+                changes={"amount": 1000.25},
+                previous={"amount": 1234.5},
+            ),
+        ),
         created_at=T0,
         updated_at=T0 + timedelta(microseconds=1),
     )

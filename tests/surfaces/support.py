@@ -131,9 +131,10 @@ def free_socket() -> socket.socket:
 
 
 @asynccontextmanager
-async def running(app: Starlette) -> AsyncIterator[str]:
-    """Serve ``app`` with uvicorn in a background task; yields the base URL."""
-    sock = free_socket()
+async def running(app: Starlette, sock: socket.socket | None = None) -> AsyncIterator[str]:
+    """Serve ``app`` with uvicorn in a background task (on ``sock`` when given, so a caller can
+    know the URL before building the app); yields the base URL."""
+    sock = sock or free_socket()
     port = sock.getsockname()[1]
     server = uvicorn_server(app, "127.0.0.1", port, log_level="warning")
     task = asyncio.create_task(server.serve(sockets=[sock]))

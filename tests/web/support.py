@@ -25,6 +25,7 @@ from signoff.surfaces.mcp.auth import JwtConfig, JwtVerifier, issue_token
 from signoff.surfaces.mcp.http import BearerAuth, HttpOptions, build_http_app
 from signoff.surfaces.scopes import DEFAULT_APPROVE
 from signoff.surfaces.web import WebConfig, WebNotifications, build_web
+from signoff.surfaces.web.links import DecisionLinks
 from tests.helpers import NO_APPROVAL, Recorder, definition, proposal
 
 JWT_SECRET = "a-test-secret-that-is-long-enough-for-hs256"
@@ -79,12 +80,21 @@ class ExternalSystem:
         return {"provider_ref": f"pay-{len(self.accepted)}"}
 
 
+def preview_adjustment(context: ExecutionContext) -> dict[str, Any]:
+    """A dry run: what cancelling would do to the invoice."""
+    return {"would_cancel": context.input["invoice_id"], "refund": context.input["amount"]}
+
+
+AMENDABLE = ApprovalSpec(when="true", approver_roles=("billing-lead",), amend=("amount",))
+
+
 def invoice_actions(recorder: Recorder, external: ExternalSystem) -> list[ActionDefinition]:
     """invoice.cancel (lead approval above 1000, ``reason`` sensitive), invoice.review (two leads),
     and two deferred payouts: one with its own callback secret, one using the server's."""
     return [
         definition(recorder, input_schema=SENSITIVE_SCHEMA, sensitive_fields=("reason",)),
         definition(recorder, id="invoice.review", approval=TWO_LEADS),
+        definition(recorder, id="invoice.adjust", approval=AMENDABLE, preview=preview_adjustment),
         definition(
             external.send,
             id="payout.send",
@@ -112,6 +122,7 @@ class Site:
     external: ExternalSystem
     config: WebConfig
     store: Store
+    links: DecisionLinks | None = None
     clients: list[httpx.AsyncClient] = field(default_factory=list)
 
     async def propose(
@@ -159,7 +170,7 @@ def build_site(
     recorder, external = Recorder(), ExternalSystem()
     store = store if store is not None else InMemoryStore()
     config = config or web_config()
-    notifications = WebNotifications(config)
+    notifications = WebNotifications(config, links=store.links)
     registry = ActionRegistry([*invoice_actions(recorder, external), *extra])
     settings = Settings(instance_id="default")
     runtime = assemble(settings, registry, store, clock=clock, notifier=notifications).runtime
@@ -170,7 +181,7 @@ def build_site(
         BearerAuth(verifier, BASE_URL),
         HttpOptions(routes=web.routes, lifespan=web.lifespan),
     )
-    return Site(runtime, app, clock, recorder, external, config, store)
+    return Site(runtime, app, clock, recorder, external, config, store, web.links)
 
 
 @asynccontextmanager

@@ -77,7 +77,12 @@ def demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Demo:
         for action, data, key in (
             (
                 "invoice.cancel",
-                {"invoice_id": "INV-1002", "amount": 4200.0, "reason": "Jane Doe called"},
+                {
+                    "invoice_id": "INV-1002",
+                    "amount": 4200.0,
+                    "reason": "duplicate of INV-1001",
+                    "customer_note": "Jane Doe called",
+                },
                 "c-1",
             ),
             ("invoice.send_reminder", {"invoice_id": "INV-1006", "tone": "firm"}, "r-1"),

@@ -89,6 +89,7 @@ def demo(
 
     async def body(application: Application) -> None:
         _print_instructions(state, public_url, secret, database, manifests_dir)
+        notifications.use_links(application.runtime, application.store.links)
         web = build_web(application.runtime, web_config, auth.verifier, notifications)
         app = build_http_app(
             application.runtime, auth, HttpOptions(routes=web.routes, lifespan=web.lifespan)

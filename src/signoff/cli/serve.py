@@ -187,6 +187,7 @@ async def _http(
     """The app: /mcp, plus callbacks, plus the approvers' inbox and API when
     tokens are verified (a fixed test identity has no approvers)."""
     verifier = auth.verifier if isinstance(auth, BearerAuth) else None
+    notifications.use_links(application.runtime, application.store.links)
     web = build_web(application.runtime, web_config, verifier, notifications)
     options = dataclasses.replace(
         options, routes=[*options.routes, *web.routes], lifespan=web.lifespan

@@ -90,20 +90,21 @@ def validate(action: CompiledAction, data: Any) -> ExecutionResult | None:
     ).model_copy(update={"output": {"errors": errors}})
 
 
-def policy_input(run: ActionRun, now: datetime) -> PolicyInput:
+def policy_input(run: ActionRun, now: datetime, data: Any = None) -> PolicyInput:
+    """Policy sees the effective input (approved, if amended), or ``data`` when given."""
     return PolicyInput(
         principal=run.principal,
         tenant_id=run.tenant_id,
         proposer_type=run.proposer_type,
         channel=run.channel,
-        input=run.input,
+        input=run.effective_input if data is None else data,
         now=now,
     )
 
 
 def recheck(action: CompiledAction, run: ActionRun, now: datetime) -> ExecutionResult | None:
     """Validate the stored input and evaluate the *current* policy again (resume, recovery)."""
-    invalid = validate(action, run.input)
+    invalid = validate(action, run.effective_input)
     if invalid is not None:
         return invalid
     decision = evaluate_policy(action, policy_input(run, now))

@@ -8,10 +8,13 @@ and the guard runs immediately before dispatch.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from signoff.core import admission
+from signoff.core.amendments import AmendmentRefused, amended
 from signoff.core.background import Notifications
 from signoff.core.codes import Code
 from signoff.core.compiled import ActionRegistry, CompiledAction
@@ -40,6 +43,11 @@ class DecisionRequest:
     reason: str = ""
     channel: Channel = Channel.API
     via: str | None = None
+    # The run version the approver was shown (a decision link): a run that moved on since then
+    # refuses the decision instead of applying it to something the approver did not see.
+    expected_version: int | None = None
+    # Approve with these input fields changed (only those ``approval.amend`` lists).
+    amendments: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,12 +118,24 @@ class Approvals:
                 await self.expire(run)
                 current = await self._ledger.truth(run_id)
                 return DecisionResult(Code.APPROVAL_EXPIRED, current, accepted=False)
+            if request.expected_version is not None and run.version != request.expected_version:
+                return DecisionResult(Code.APPROVAL_RUN_CHANGED, outcome_of(run), accepted=False)
             state = run.approval
             approver = request.approver
             refusal = approver_refusal(run, approver)
             if refusal is not None:
                 return DecisionResult(refusal, outcome_of(run), accepted=False)
             now = self._clock.now()
+            if request.amendments is not None:
+                action_now = self._registry.resolve(run.action_id)
+                try:
+                    if request.vote is not ApprovalVote.APPROVE or action_now is None:
+                        raise AmendmentRefused(
+                            Code.AMENDMENT_NOT_ALLOWED, "Only an approval can amend the input."
+                        )
+                    run = amended(action_now, run, approver.id, request.amendments, now)
+                except AmendmentRefused as refused:
+                    return DecisionResult(refused.code, outcome_of(run), accepted=False)
             decision = ApprovalDecision(
                 approver_id=approver.id,
                 roles=approver.roles,
@@ -126,7 +146,14 @@ class Approvals:
                 via=request.via,
             )
             state = state.model_copy(update={"decisions": (*state.decisions, decision)})
-            audit = {"vote": str(request.vote), "reason": request.reason, "via": request.via}
+            audit: dict[str, Any] = {
+                "vote": str(request.vote),
+                "reason": request.reason,
+                "via": request.via,
+            }
+            if request.amendments is not None and run.amendments:
+                last = run.amendments[-1]
+                audit["amended"] = {"changes": last.changes, "previous": last.previous}
 
             if request.vote is ApprovalVote.REJECT:
                 result = ExecutionResult.denied(

@@ -78,6 +78,11 @@ class Code(StrEnum):
     APPROVER_NOT_ELIGIBLE = "APPROVER_NOT_ELIGIBLE"
     APPROVAL_ALREADY_DECIDED = "APPROVAL_ALREADY_DECIDED"
     APPROVAL_NOT_PENDING = "APPROVAL_NOT_PENDING"
+    APPROVAL_RUN_CHANGED = "APPROVAL_RUN_CHANGED"
+    AMENDMENT_NOT_ALLOWED = "AMENDMENT_NOT_ALLOWED"
+    AMENDMENT_INVALID = "AMENDMENT_INVALID"
+    AMENDMENT_DENIED = "AMENDMENT_DENIED"
+    PREVIEW_FAILED = "PREVIEW_FAILED"
     PRE_EXECUTION_DENIED = "PRE_EXECUTION_DENIED"
     DUPLICATE_IN_PROGRESS = "DUPLICATE_IN_PROGRESS"
     IDEMPOTENCY_KEY_REQUIRED = "IDEMPOTENCY_KEY_REQUIRED"
@@ -117,6 +122,11 @@ CODE_DESCRIPTIONS: dict[Code, str] = {
     Code.APPROVER_NOT_ELIGIBLE: "The approver lacks an approver role or is the proposer.",
     Code.APPROVAL_ALREADY_DECIDED: "This approver already decided this run; counted once.",
     Code.APPROVAL_NOT_PENDING: "The run is not waiting for approval.",
+    Code.APPROVAL_RUN_CHANGED: "The run changed since the approver saw it; nothing was recorded.",
+    Code.AMENDMENT_NOT_ALLOWED: "The approver tried to change a field the manifest does not let approvers amend.",
+    Code.AMENDMENT_INVALID: "The amended input does not validate or changes the resource; nothing was recorded.",
+    Code.AMENDMENT_DENIED: "Policy refuses the amended input; nothing was recorded.",
+    Code.PREVIEW_FAILED: "The preview (dry run) failed, so nobody was asked to approve; retry later.",
     Code.PRE_EXECUTION_DENIED: "The guard refused immediately before dispatch.",
     Code.DUPLICATE_IN_PROGRESS: "A request with this idempotency key is still in progress.",
     Code.IDEMPOTENCY_KEY_REQUIRED: "The action requires an idempotency_key.",

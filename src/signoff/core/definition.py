@@ -107,6 +107,27 @@ class ApprovalSpec(_Frozen):
     approver_roles: tuple[str, ...] = DEFAULT_APPROVER_ROLES
     count: int = Field(default=1, ge=1, le=20)
     expires_after: timedelta | None = DEFAULT_APPROVAL_EXPIRY
+    amend: tuple[str, ...] = Field(
+        default=(), description="Input fields an approver may change before approving."
+    )
+
+
+class DisplayFormat(StrEnum):
+    """How approvers' screens show an input field (display only; never changes the input)."""
+
+    MONEY = "money"
+    NUMBER = "number"
+    PERCENT = "percent"
+    DATE = "date"
+    DATETIME = "datetime"
+
+
+class FieldDisplay(_Frozen):
+    """``money`` with a ``currency`` (ISO 4217), optionally given in ``minor_units`` (cents)."""
+
+    format: DisplayFormat
+    currency: str | None = Field(default=None, pattern=r"^[A-Z]{3}$")
+    minor_units: bool = False
 
 
 class OrphanPolicy(StrEnum):
@@ -138,6 +159,10 @@ class ActionDefinition(BaseModel):
     policy: PolicySpec = PolicySpec()
     approval: ApprovalSpec = ApprovalSpec()
     guard: Hook | None = None
+    preview: Hook | None = Field(
+        default=None,
+        description="A dry run before the approval request; approvers see what it returns.",
+    )
     executor: Hook
     mode: ExecutorMode = ExecutorMode.SYNC
     timeout: timedelta | None = None
@@ -155,6 +180,7 @@ class ActionDefinition(BaseModel):
     )
     results: dict[str, ResultMapping] = Field(default_factory=dict)
     sensitive_fields: tuple[str, ...] = ()
+    display: dict[str, FieldDisplay] = Field(default_factory=dict)
     source: str | None = Field(default=None, description="Where it was declared (file:line).")
 
     def revision(self) -> str:
@@ -164,6 +190,7 @@ class ActionDefinition(BaseModel):
             exclude={
                 "executor",
                 "guard",
+                "preview",
                 "cancel",
                 "callback_secret",
                 "source",

@@ -30,10 +30,12 @@ def context_for(run: ActionRun) -> ExecutionContext:
         action_id=run.action_id,
         tenant_id=run.tenant_id,
         principal=run.principal,
-        input=run.input,
+        input=run.effective_input,
         resource=run.resource,
         attempt_token=run.attempt_token,
         operation_id=f"{run.run_id}:{run.attempt_token}",
+        preview=run.preview.output if run.preview is not None else None,
+        preview_digest=run.preview.digest if run.preview is not None else None,
     )
 
 

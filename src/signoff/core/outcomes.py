@@ -104,6 +104,8 @@ def outcome_of(run: ActionRun, **overrides: Any) -> ActionOutcome:
         run_id=run.run_id,
         action=run.action_id,
         duplicate_of=run.duplicate_of,
+        amended=run.approved_input is not None,
+        approved_input=run.approved_input,
         approval=approval_summary(run) if run.status is RunStatus.WAITING_APPROVAL else None,
     )
     fields.update(overrides)
@@ -119,6 +121,7 @@ class AuditKind(StrEnum):
     REFUSED = "refused"
     POLICY_ALLOWED = "policy_allowed"
     RESERVED = "reserved"
+    PREVIEWED = "previewed"
     DUPLICATE = "duplicate"
     APPROVAL_REQUESTED = "approval_requested"
     APPROVAL_RECORDED = "approval_recorded"

@@ -29,6 +29,7 @@ from signoff.core.input_limits import DEFAULT_LIMITS, InputLimits, screen, stora
 from signoff.core.ledger import RunLedger
 from signoff.core.outcomes import AuditKind, event, outcome_of, terminal_status_for
 from signoff.core.ports import AuditEvent, Clock, DuplicateEntry, DuplicateState
+from signoff.core.preview import run_preview
 from signoff.core.proposal import ActionProposal, canonical_hash
 from signoff.core.results import ActionOutcome, ExecutionResult
 from signoff.core.run import ActionRun, RunStatus
@@ -154,16 +155,25 @@ class Pipeline:
                     Code.ACTION_LANE_FULL, "Too much background work in progress; retry later."
                 ),
             )
+        preview = None
+        if decision.approval_required and action.definition.preview is not None:
+            # The dry run happens before anything is reserved: a failed preview asks nobody.
+            found = await run_preview(action, run, now)
+            if isinstance(found, ExecutionResult):
+                return await self._refuse(run, events, found)
+            preview = found
+            events.append(event(run, AuditKind.PREVIEWED, now, digest=preview.digest))
         before = list(events)
         if scope is not None:
             events.append(event(run, AuditKind.RESERVED, now, scope=scope.visibility))
         if decision.approval_required:
-            run = run.advance(
+            waiting = run.advance(
                 RunStatus.WAITING_APPROVAL,
                 now,
                 duplicate_scope=scope,
                 approval=admission.approval_state(action, now),
             )
+            run = waiting if preview is None else waiting.model_copy(update={"preview": preview})
             events.append(
                 event(run, AuditKind.APPROVAL_REQUESTED, now, code=Code.APPROVAL_REQUIRED)
             )

@@ -184,6 +184,37 @@ class WorkerRegistry(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class ApprovalLink:
+    """A one-time decision link as stored: only the SHA-256 of its token, never the token.
+
+    Bound to one run at one version, one approver identity, and a short lifetime."""
+
+    token_hash: str
+    run_id: str
+    run_version: int
+    tenant_id: str
+    approver_id: str
+    approver_roles: tuple[str, ...]
+    issued_at: datetime
+    expires_at: datetime
+    used_at: datetime | None = None
+
+
+class LinkStore(Protocol):
+    """Decision links. Not part of a unit of work: issuing or redeeming one is its own write."""
+
+    async def issue(self, link: ApprovalLink) -> None: ...
+    async def get(self, token_hash: str) -> ApprovalLink | None: ...
+    async def redeem(self, token_hash: str, now: datetime) -> bool:
+        """Mark the link used if it is unused and unexpired; ``True`` for exactly one caller."""
+        ...
+
+    async def purge(self, older_than: datetime) -> int:
+        """Forget links that expired before ``older_than``."""
+        ...
+
+
 class StoreUnit(Protocol):
     """The ports bound to one unit of work."""
 
@@ -199,6 +230,8 @@ class StoreUnit(Protocol):
 class Store(Protocol):
     @property
     def workers(self) -> WorkerRegistry: ...
+    @property
+    def links(self) -> LinkStore: ...
 
     def unit(self) -> AbstractAsyncContextManager[StoreUnit]:
         """A unit of work: its writes commit together on a clean exit and roll back on error."""

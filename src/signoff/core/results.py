@@ -153,6 +153,9 @@ class ExecutionContext(BaseModel):
     resource: str | None
     attempt_token: str
     operation_id: str
+    preview: JsonObject | None = None
+    """What the preview (dry run) showed approvers; a guard may refuse if the world changed."""
+    preview_digest: str | None = None
 
 
 class ApprovalSummary(BaseModel):
@@ -182,6 +185,12 @@ class ActionOutcome(BaseModel):
     approval: ApprovalSummary | None = None
     duplicate_of: str | None = Field(
         default=None, description="For a replayed or in-progress duplicate: the original run id."
+    )
+    amended: bool = Field(
+        default=False, description="An approver changed the input before approving it."
+    )
+    approved_input: JsonObject | None = Field(
+        default=None, description="When amended: the input as approved (and executed)."
     )
 
     @property

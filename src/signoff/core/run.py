@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import TypedDict, Unpack
+from typing import Any, TypedDict, Unpack
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -146,6 +146,27 @@ class ApprovalState(BaseModel):
         return next((d for d in self.decisions if d.approver_id == approver_id), None)
 
 
+class PreviewRecord(BaseModel):
+    """What the action's dry run said before anyone was asked, and its digest (bound to the run)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    output: JsonObject
+    digest: str
+    at: datetime
+
+
+class Amendment(BaseModel):
+    """An approver's change to fields the manifest lets approvers amend (``approval.amend``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    approver_id: str
+    at: datetime
+    changes: dict[str, Any]
+    previous: dict[str, Any]
+
+
 class DuplicateScope(BaseModel):
     """tenant + action + key + visibility (principal id, resource identity, or ``*`` tenant-wide)."""
 
@@ -173,6 +194,9 @@ class RunChanges(TypedDict, total=False):
     result: ExecutionResult
     dispatched_at: datetime
     deadline_at: datetime | None
+    preview: PreviewRecord
+    approved_input: JsonObject
+    amendments: tuple[Amendment, ...]
 
 
 class ActionRun(BaseModel):
@@ -204,8 +228,18 @@ class ActionRun(BaseModel):
         default=None, description="The instance that holds this run while it is RUNNING."
     )
     deadline_at: datetime | None = None
+    preview: PreviewRecord | None = None
+    approved_input: JsonObject | None = Field(
+        default=None, description="The input as approved, when an approver amended it."
+    )
+    amendments: tuple[Amendment, ...] = ()
     created_at: datetime
     updated_at: datetime
+
+    @property
+    def effective_input(self) -> JsonObject:
+        """What is validated, checked and executed: the approved input if amended, else as proposed."""
+        return self.approved_input if self.approved_input is not None else self.input
 
     @property
     def is_terminal(self) -> bool:

@@ -16,7 +16,9 @@ from signoff.core.definition import (
     ActionDefinition,
     ApprovalSpec,
     DenyRule,
+    DisplayFormat,
     ExecutorMode,
+    FieldDisplay,
     IdempotencySpec,
     OrphanPolicy,
     PolicySpec,
@@ -78,6 +80,7 @@ def definition_of(check: DocumentCheck, manifest: Manifest) -> ActionDefinition:
             approver_roles=tuple(spec.approval.approvers.roles),
             count=spec.approval.approvers.count,
             expires_after=parse_duration(spec.approval.expires_after),
+            amend=tuple(spec.approval.amend),
         )
     deny = tuple(
         DenyRule(when=_condition(rule.when), code=rule.code, message=rule.message)
@@ -96,6 +99,7 @@ def definition_of(check: DocumentCheck, manifest: Manifest) -> ActionDefinition:
         policy=PolicySpec(roles=roles, deny=deny),
         approval=approval,
         guard=check.guard,
+        preview=check.preview,
         executor=executor,
         mode=ExecutorMode(spec.executor.mode),
         cancel=check.cancel,
@@ -105,6 +109,14 @@ def definition_of(check: DocumentCheck, manifest: Manifest) -> ActionDefinition:
         executor_idempotent=spec.executor.idempotent,
         results={code: _result(result) for code, result in spec.results.items()},
         sensitive_fields=tuple(spec.sensitive),
+        display={
+            name: FieldDisplay(
+                format=DisplayFormat(shown.format),
+                currency=shown.currency,
+                minor_units=shown.minor_units,
+            )
+            for name, shown in spec.display.items()
+        },
         source=f"{check.document.file}:{check.document.position(())[0]}",
     )
 

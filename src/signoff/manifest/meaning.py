@@ -39,6 +39,7 @@ class DocumentCheck:
         self.environ = environ
         self.problems: list[ManifestProblem] = []
         self.guard: Callable[..., Any] | None = None
+        self.preview: Callable[..., Any] | None = None
         self.executor: Callable[..., Any] | None = None
         self.cancel: Callable[..., Any] | None = None
         self.callback_secret: str | None = None
@@ -166,6 +167,40 @@ class DocumentCheck:
                     ProblemCode.INVALID_VALUE,
                     f"{name!r} is not a property of spec.input",
                 )
+        amend = self.at("spec", "approval", "amend")
+        for index, name in enumerate(amend if isinstance(amend, list) else ()):
+            if not isinstance(name, str):
+                continue
+            if not isinstance(declared, dict) or name not in declared:
+                self.report(
+                    ("spec", "approval", "amend", index),
+                    ProblemCode.INVALID_VALUE,
+                    f"{name!r} is not a property of spec.input",
+                )
+            elif isinstance(sensitive, list) and name in sensitive:
+                self.report(
+                    ("spec", "approval", "amend", index),
+                    ProblemCode.INVALID_VALUE,
+                    f"{name!r} is sensitive: approvers see it masked, so they cannot amend it",
+                )
+        display = self.at("spec", "display")
+        for name, shown in display.items() if isinstance(display, dict) else ():
+            if not isinstance(declared, dict) or name not in declared:
+                self.report(
+                    ("spec", "display", name),
+                    ProblemCode.INVALID_VALUE,
+                    f"{name!r} is not a property of spec.input",
+                )
+            elif (
+                isinstance(shown, dict)
+                and shown.get("format") == "money"
+                and not shown.get("currency")
+            ):
+                self.report(
+                    ("spec", "display", name, "format"),
+                    ProblemCode.INVALID_VALUE,
+                    "money needs a currency (e.g. currency: EUR)",
+                )
         deny = self.at("spec", "policy", "deny")
         allowed = _PRE_EXECUTION_CODES | {
             rule.get("code", Code.POLICY_DENIED)
@@ -194,6 +229,7 @@ class DocumentCheck:
             self.cel("spec", "policy", "deny", index, "when")
         self.cel("spec", "approval", "when")
         self.guard = self.hook("spec", "guard")
+        self.preview = self.hook("spec", "preview", "python")
         self.check_executor()
         self.check_rest()
 

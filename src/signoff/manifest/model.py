@@ -83,6 +83,13 @@ class Approval(_Strict):
     """Who decides, and how many of them."""
     expires_after: Duration = "24h"
     """A pending approval expires after this long: 90s, 30m, 24h, 7d, 1h30m."""
+    amend: list[str] = []
+    """Input fields an approver may change before approving (re-validated and re-checked)."""
+
+
+class Preview(_Strict):
+    python: HookRef
+    """module:function of a dry run; approvers see the JSON object it returns."""
 
 
 class HttpBody(_Strict):
@@ -187,12 +194,25 @@ class Spec(_Strict):
     """When humans must approve. Omitted: the safe default (agents' non-read-only calls, critical risk)."""
     guard: HookRef | None = None
     """A check run immediately before dispatch (module:function returning a GuardDecision)."""
+    preview: Preview | None = None
+    """A dry run before the approval request, shown to approvers; its digest is bound to the run."""
     executor: Executor
     """What performs the action: exactly one of ``python`` or ``http``."""
     results: dict[ResultCode, ResultSpec] = {}
     """Domain result codes the executor may return, with their status and retry disposition."""
     sensitive: list[str] = []
     """Input fields approvers' screens mask."""
+    display: dict[str, Display] = {}
+    """How approvers' screens format input fields (amounts, dates); display only."""
+
+
+class Display(_Strict):
+    format: Literal["money", "number", "percent", "date", "datetime"]
+    """How approvers see the field: money (with currency), number, percent, date, datetime."""
+    currency: str | None = Field(default=None, pattern=r"^[A-Z]{3}$")
+    """money: the ISO 4217 currency, e.g. EUR."""
+    minor_units: bool = False
+    """money: the value is in minor units (cents), e.g. 88000 shows as 880.00 EUR."""
 
 
 class CasePrincipal(_Strict):

@@ -11,6 +11,7 @@ it across an ``await``, so it is safe from several event loops and threads alike
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -19,6 +20,7 @@ from datetime import datetime
 
 from signoff.core.chain import GENESIS, by_tenant, link
 from signoff.core.ports import (
+    ApprovalLink,
     AuditEvent,
     ChainHead,
     Checkpoint,
@@ -282,6 +284,37 @@ class _Unit:
         self.audit = store.audit
 
 
+class InMemoryLinkStore:
+    """Decision links in a dict; redeeming is one locked check-and-set."""
+
+    def __init__(self) -> None:
+        self._links: dict[str, ApprovalLink] = {}
+        self._lock = threading.Lock()
+
+    async def issue(self, link: ApprovalLink) -> None:
+        with self._lock:
+            self._links.setdefault(link.token_hash, link)
+
+    async def get(self, token_hash: str) -> ApprovalLink | None:
+        with self._lock:
+            return self._links.get(token_hash)
+
+    async def redeem(self, token_hash: str, now: datetime) -> bool:
+        with self._lock:
+            link = self._links.get(token_hash)
+            if link is None or link.used_at is not None or link.expires_at <= now:
+                return False
+            self._links[token_hash] = dataclasses.replace(link, used_at=now)
+            return True
+
+    async def purge(self, older_than: datetime) -> int:
+        with self._lock:
+            gone = [h for h, link in self._links.items() if link.expires_at < older_than]
+            for token_hash in gone:
+                del self._links[token_hash]
+            return len(gone)
+
+
 class InMemoryStore:
     """All three ports in memory; a unit of work is immediate (see the module docstring)."""
 
@@ -291,6 +324,7 @@ class InMemoryStore:
         self.duplicates = InMemoryDuplicateStore()
         self.audit = InMemoryAuditLog()
         self.workers = InMemoryWorkerRegistry()
+        self.links = InMemoryLinkStore()
 
     @asynccontextmanager
     async def unit(self) -> AsyncIterator[StoreUnit]:

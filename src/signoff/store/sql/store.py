@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from signoff.core.ports import StoreUnit
 from signoff.store.faults import DecodeFaults
+from signoff.store.sql.links import SqlLinkStore
 from signoff.store.sql.notify import ChangeNotifier
 from signoff.store.sql.statements import statements_for
 from signoff.store.sql.unit import SqlUnit
@@ -33,11 +34,17 @@ class SqlStore:
         self._write_lock = asyncio.Lock() if self.dialect == "sqlite" else None
         self._workers = SqlWorkerRegistry(engine)
         self.decode_faults = DecodeFaults()
+        self._links = SqlLinkStore(engine)
 
     @property
     def workers(self) -> SqlWorkerRegistry:
         """Heartbeats of runtime incarnations (each its own small transaction)."""
         return self._workers
+
+    @property
+    def links(self) -> SqlLinkStore:
+        """One-time decision links (each issue or redeem its own small transaction)."""
+        return self._links
 
     @asynccontextmanager
     async def unit(self) -> AsyncIterator[StoreUnit]:

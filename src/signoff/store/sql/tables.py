@@ -19,6 +19,7 @@ The schema itself is created and changed only by the Alembic migrations next to 
 - ``signoff_audit_meta``: ``pre_chain_through_seq``, the last event written before the chain.
 - ``signoff_workers``: each runtime incarnation's last heartbeat, host, pid, process start time
   and liveness lock name, for crash recovery.
+- ``signoff_approval_links``: one-time decision links, by the SHA-256 of their token.
 
 MySQL/MariaDB tables use ``utf8mb4`` with the binary collation, so ids and tenants compare
 exactly (case-sensitively) as they do everywhere else.
@@ -40,6 +41,7 @@ WORKERS = "signoff_workers"
 AUDIT_HEADS = "signoff_audit_heads"
 AUDIT_CHECKPOINTS = "signoff_audit_checkpoints"
 AUDIT_META = "signoff_audit_meta"
+APPROVAL_LINKS = "signoff_approval_links"
 VERSION_TABLE = "signoff_alembic_version"
 
 MYSQL_TABLE_ARGS: dict[str, Any] = {
@@ -178,5 +180,21 @@ workers = sa.Table(
     sa.Column("pid", sa.Integer(), nullable=True),
     sa.Column("started", sa.Double(), nullable=True),
     sa.Column("lock_name", sa.String(64), nullable=True),
+    **MYSQL_TABLE_ARGS,
+)
+
+approval_links = sa.Table(
+    APPROVAL_LINKS,
+    metadata,
+    sa.Column("token_hash", sa.String(64), primary_key=True),
+    sa.Column("run_id", sa.String(64), nullable=False),
+    sa.Column("run_version", sa.Integer(), nullable=False),
+    sa.Column("tenant_id", sa.String(255), nullable=False),
+    sa.Column("approver_id", sa.String(255), nullable=False),
+    sa.Column("approver_roles", sa.Text(), nullable=False),
+    sa.Column("issued_at", UTCDateTime(), nullable=False),
+    sa.Column("expires_at", UTCDateTime(), nullable=False),
+    sa.Column("used_at", UTCDateTime(), nullable=True),
+    sa.Index("ix_signoff_approval_links_expiry", "expires_at"),
     **MYSQL_TABLE_ARGS,
 )

@@ -9,6 +9,8 @@ route needs an approver's token (approve scope, no propose scope): 401 without a
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -39,6 +41,10 @@ class DecisionBody(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     reason: str = Field(default="", max_length=MAX_REASON_CHARS)
+    amend: dict[str, Any] | None = Field(
+        default=None,
+        description="approve only: new values for fields the action lets approvers amend",
+    )
 
 
 class ApprovalsApi:
@@ -99,10 +105,17 @@ class ApprovalsApi:
             body = DecisionBody.model_validate_json(raw) if raw.strip() else DecisionBody()
         except ValidationError as exc:
             return answer(Code.INPUT_VALIDATION_FAILED, _first_error(exc))
-        return await self._decision(request.path_params["run_id"], verified, vote, body.reason)
+        return await self._decision(
+            request.path_params["run_id"], verified, vote, body.reason, body.amend
+        )
 
     async def _decision(
-        self, run_id: str, verified: Verified, vote: ApprovalVote, reason: str
+        self,
+        run_id: str,
+        verified: Verified,
+        vote: ApprovalVote,
+        reason: str,
+        amend: dict[str, Any] | None = None,
     ) -> Response:
         caller = verified.caller
         result = await self.runtime.decide(
@@ -114,6 +127,7 @@ class ApprovalsApi:
                 reason=reason,
                 channel=Channel.API,
                 via=verified.client_id,
+                amendments=amend,
             ),
         )
         if result.code == Code.ACTION_RUN_NOT_FOUND:

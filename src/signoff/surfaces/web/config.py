@@ -11,6 +11,9 @@ Environment (``WebConfig.from_env``)::
     SIGNOFF_WEBHOOK_ROUTES    per-action webhook URLs: ``invoice.cancel=https://a,other=https://b``.
     SIGNOFF_WEBHOOK_SECRET    HMAC secret of notification bodies (required with a webhook URL).
     SIGNOFF_SLACK_*           approvals in Slack (see ``signoff.surfaces.web.slack.config``).
+    SIGNOFF_OIDC_*            single sign-on for the inbox (see ``signoff.surfaces.web.sso``).
+    SIGNOFF_APPROVERS         approvers who get one-time decision links in notifications (JSON).
+    SIGNOFF_LINK_TTL_MINUTES  how long a decision link stays valid (default 15).
     SIGNOFF_SECURE_COOKIES    ``1``: mark cookies Secure even on plain HTTP (behind a TLS proxy).
     SIGNOFF_SCOPE_PROPOSE / SIGNOFF_SCOPE_APPROVE   scope names (``signoff.surfaces.scopes``).
 """
@@ -24,7 +27,9 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from signoff.surfaces.web.links import DirectoryEntry
     from signoff.surfaces.web.slack.config import SlackConfig
+    from signoff.surfaces.web.sso import OidcConfig
 
 from signoff.surfaces.scopes import Scopes
 
@@ -74,6 +79,9 @@ class WebConfig:
     webhook: WebhookConfig | None = None
     scopes: Scopes = field(default_factory=Scopes)
     slack: SlackConfig | None = None
+    oidc: OidcConfig | None = None
+    link_ttl: timedelta = timedelta(minutes=15)
+    approvers: Mapping[str, DirectoryEntry] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _check_secret(self.session_secret, "SIGNOFF_SESSION_SECRET")
@@ -90,7 +98,15 @@ class WebConfig:
             if webhook_secret is None:
                 raise WebConfigError("a webhook URL needs SIGNOFF_WEBHOOK_SECRET to sign bodies")
             webhook = WebhookConfig(secret=webhook_secret, url=webhook_url, routes=routes)
+        from signoff.surfaces.web.links import parse_directory
         from signoff.surfaces.web.slack.config import SlackConfig
+        from signoff.surfaces.web.sso import OidcConfig
+
+        ttl_minutes = env.get("SIGNOFF_LINK_TTL_MINUTES") or "15"
+        if not ttl_minutes.isdigit() or not 1 <= int(ttl_minutes) <= 24 * 60:
+            raise WebConfigError(
+                "SIGNOFF_LINK_TTL_MINUTES must be a whole number of minutes, 1-1440"
+            )
 
         return cls(
             public_url=public_url.rstrip("/"),
@@ -98,6 +114,9 @@ class WebConfig:
             callback_secret=env.get("SIGNOFF_CALLBACK_SECRET") or None,
             webhook=webhook,
             slack=SlackConfig.from_env(env),
+            oidc=OidcConfig.from_env(env),
+            link_ttl=timedelta(minutes=int(ttl_minutes)),
+            approvers=parse_directory(env.get("SIGNOFF_APPROVERS") or "{}"),
             secure_cookies=env.get("SIGNOFF_SECURE_COOKIES", "") in ("1", "true", "yes"),
             scopes=Scopes.from_env(env),
         )

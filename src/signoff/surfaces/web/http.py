@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from typing import Any
+from urllib.parse import parse_qs
 
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
@@ -24,6 +25,10 @@ STATUS_OF: dict[str, int] = {
     Code.ACTION_RUN_NOT_FOUND: 404,
     Code.APPROVAL_ALREADY_DECIDED: 409,
     Code.APPROVAL_NOT_PENDING: 409,
+    Code.APPROVAL_RUN_CHANGED: 409,
+    Code.AMENDMENT_NOT_ALLOWED: 422,
+    Code.AMENDMENT_INVALID: 422,
+    Code.AMENDMENT_DENIED: 422,
     Code.APPROVAL_EXPIRED: 409,
     Code.STALE_ACTION_ATTEMPT: 409,
     Code.INPUT_VALIDATION_FAILED: 400,
@@ -126,3 +131,18 @@ def _fault_response(path: str) -> Response:
         )
         return HTMLResponse(page, status_code=500, headers={"Cache-Control": "no-store"})
     return answer(Code.ACTION_RUNTIME_FAILED, message, status=500)
+
+
+async def read_form(request: Request) -> dict[str, str] | None:
+    """An ``application/x-www-form-urlencoded`` body as first values, or ``None``."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind != "application/x-www-form-urlencoded":
+        return None
+    try:
+        raw = await read_body(request)
+        parsed = parse_qs(
+            raw.decode("utf-8"), keep_blank_values=True, strict_parsing=False, max_num_fields=20
+        )
+    except (BodyTooLarge, UnicodeDecodeError, ValueError):
+        return None
+    return {key: values[0] for key, values in parsed.items() if values}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, quote
+from urllib.parse import quote
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.requests import Request
@@ -23,14 +23,20 @@ from signoff.core.run import MAX_REASON_CHARS, ActionRun, ApprovalVote, RunStatu
 from signoff.core.runtime import Runtime
 from signoff.surfaces.scopes import ScopeRefusal
 from signoff.surfaces.web.auth import Authenticator
-from signoff.surfaces.web.http import STATUS_OF, BodyTooLarge, read_body
+from signoff.surfaces.web.http import STATUS_OF, read_form
 from signoff.surfaces.web.session import Session, Sessions, csrf_matches
+from signoff.surfaces.web.sso import SsoRefused
 from signoff.surfaces.web.views import (
+    amendable_fields,
+    approval_reason,
+    coerce_amendments,
     describe,
     input_fields,
     may_decide,
     pending_for,
+    preview_fields,
     relative,
+    row_matches,
     visible,
 )
 
@@ -50,17 +56,30 @@ _SECURITY_HEADERS = {
 _VOTES = {"approve": ApprovalVote.APPROVE, "reject": ApprovalVote.REJECT}
 
 
+_PAST = {"approve": "approved", "reject": "rejected"}
+
+
+def page_templates() -> Environment:
+    """The HTML templates of the web surface (autoescaped)."""
+    environment = Environment(
+        loader=PackageLoader("signoff.surfaces.web", "templates"),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    environment.filters["past"] = lambda vote: _PAST.get(str(vote), str(vote))
+    return environment
+
+
 class Inbox:
-    def __init__(self, runtime: Runtime, auth: Authenticator, sessions: Sessions) -> None:
+    def __init__(
+        self, runtime: Runtime, auth: Authenticator, sessions: Sessions, *, sso: bool = False
+    ) -> None:
         self.runtime = runtime
         self.auth = auth
         self.sessions = sessions
-        self.templates = Environment(
-            loader=PackageLoader("signoff.surfaces.web", "templates"),
-            autoescape=select_autoescape(default=True, default_for_string=True),
-            trim_blocks=True,
-            lstrip_blocks=True,
-        )
+        self.sso = sso
+        self.templates = page_templates()
 
     def routes(self) -> list[BaseRoute]:
         return [
@@ -77,15 +96,16 @@ class Inbox:
     async def sign_in_form(self, request: Request) -> Response:
         session = self.sessions.read(request)
         if session is not None and session.signed_in:
-            return _see_other(_safe_next(request.query_params.get("next")))
+            return _see_other(safe_next(request.query_params.get("next")))
         fresh = session or self.sessions.anonymous()
         return self.render(
             request,
             "sign_in.html",
             fresh,
-            next=_safe_next(request.query_params.get("next")),
+            next=safe_next(request.query_params.get("next")),
             signed_out="signed_out" in request.query_params,
             set_cookie=session is None,
+            sso=self.sso,
         )
 
     async def sign_in(self, request: Request) -> Response:
@@ -94,7 +114,7 @@ class Inbox:
         if form is None or not csrf_matches(session, form.get("csrf")):
             return self.forbidden(request)
         assert session is not None
-        next_url = _safe_next(form.get("next"))
+        next_url = safe_next(form.get("next"))
         verified = await self.auth.verify(form.get("token", ""))
         if isinstance(verified, ScopeRefusal):
             return self.render(
@@ -138,7 +158,18 @@ class Inbox:
         now = self.runtime.now()
         runs = await pending_for(self.runtime, session.caller.tenant_id, session.caller)
         rows = [self._row(run, now, session) for run in runs]
-        return self.render(request, "inbox.html", session, rows=rows)
+        action = request.query_params.get("action", "")[:255]
+        query = request.query_params.get("q", "").strip()[:100]
+        return self.render(
+            request,
+            "inbox.html",
+            session,
+            rows=rows,
+            shown=[row for row in rows if row_matches(row, action, query)],
+            actions=sorted({row["action"] for row in rows}),
+            chosen_action=action,
+            query=query,
+        )
 
     async def detail(self, request: Request) -> Response:
         session = self.sessions.read(request)
@@ -176,6 +207,11 @@ class Inbox:
                 title="That decision could not be read",
                 message=f"Choose Approve or Reject; a reason has at most {MAX_REASON_CHARS} characters.",
             )
+        amendments: dict[str, Any] | None = None
+        if vote is ApprovalVote.APPROVE:
+            shown_run = await self.runtime.get_run(run_id, session.caller.tenant_id)
+            if shown_run is not None:
+                amendments = coerce_amendments(self.runtime, shown_run, form) or None
         result = await self.runtime.decide(
             run_id,
             session.caller.tenant_id,
@@ -185,6 +221,7 @@ class Inbox:
                 reason=reason,
                 channel=Channel.UI,
                 via="web-inbox",
+                amendments=amendments,
             ),
         )
         if result.code == Code.ACTION_RUN_NOT_FOUND:
@@ -230,6 +267,11 @@ class Inbox:
             "expires_at": state.expires_at.isoformat() if state and state.expires_at else "",
             "expires_in": relative(state.expires_at, now) if state else "",
             "status": str(run.status),
+            "status_label": str(run.status).replace("_", " ").capitalize(),
+            "why": approval_reason(self.runtime, run) if state is not None else "",
+            "approvers": ", ".join(sorted({d.approver_id for d in state.approvals()}))
+            if state is not None
+            else "",
             "pending": run.status is RunStatus.WAITING_APPROVAL,
             "approver_roles": ", ".join(state.approver_roles) if state else "",
             "needed": state.count if state else 0,
@@ -239,6 +281,10 @@ class Inbox:
             "proposer_is_me": run.principal.id == session.caller.principal.id,
             "may_decide": may_decide(run, session.caller),
             "result": run.result,
+            "preview": preview_fields(run),
+            "preview_digest": run.preview.digest[:12] if run.preview is not None else "",
+            "amendable": amendable_fields(self.runtime, run),
+            "amendments": list(run.amendments),
         }
 
     def render(
@@ -258,6 +304,35 @@ class Inbox:
         if set_cookie:
             self.sessions.attach(response, session, request)
         return response
+
+    def sso_refused(self, request: Request, refusal: SsoRefused) -> Response:
+        """The page for a single sign-on that could not complete: what happened, with its code."""
+        fresh = self.sessions.read(request) or self.sessions.anonymous()
+        return self.render(
+            request,
+            "error.html",
+            fresh,
+            status=refusal.status,
+            set_cookie=True,
+            title="You are not signed in",
+            message=f"{refusal} [{refusal.code}]",
+            back=SIGN_IN,
+        )
+
+    def fallback(self) -> BaseRoute:
+        """Any other path under ``/approvals``: a styled page, never a bare "Not Found"."""
+        return Route(PREFIX + "/{rest:path}", self.missing, methods=["GET", "POST", "HEAD"])
+
+    async def missing(self, request: Request) -> Response:
+        session = self.sessions.read(request) or self.sessions.anonymous()
+        return self.render(
+            request,
+            "error.html",
+            session,
+            status=404,
+            title="There is no such page",
+            message="Nothing lives at this address. [NOT_FOUND]",
+        )
 
     def forbidden(self, request: Request) -> Response:
         """A POST without a valid CSRF token (or session): nothing happened."""
@@ -292,21 +367,10 @@ def _recorded_banner(run: ActionRun, approver_id: str) -> dict[str, Any] | None:
 
 
 async def _form(request: Request) -> dict[str, str] | None:
-    """An ``application/x-www-form-urlencoded`` body as first values, or ``None``."""
-    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if kind != "application/x-www-form-urlencoded":
-        return None
-    try:
-        raw = await read_body(request)
-        parsed = parse_qs(
-            raw.decode("utf-8"), keep_blank_values=True, strict_parsing=False, max_num_fields=20
-        )
-    except (BodyTooLarge, UnicodeDecodeError, ValueError):
-        return None
-    return {key: values[0] for key, values in parsed.items() if values}
+    return await read_form(request)
 
 
-def _safe_next(value: str | None) -> str:
+def safe_next(value: str | None) -> str:
     """Only a path inside the inbox: never another host (no open redirect)."""
     if value and value.startswith(PREFIX) and "//" not in value and "\\" not in value:
         return value

@@ -11,16 +11,18 @@ import httpx
 from mcp.server.auth.provider import TokenVerifier
 from starlette.routing import BaseRoute
 
-from signoff.core.ports import Notifier
+from signoff.core.ports import LinkStore, Notifier
 from signoff.core.runtime import Runtime
 from signoff.surfaces.web.api import ApprovalsApi
 from signoff.surfaces.web.auth import Authenticator
 from signoff.surfaces.web.callbacks import Callbacks
 from signoff.surfaces.web.config import WebConfig
-from signoff.surfaces.web.inbox import Inbox
+from signoff.surfaces.web.inbox import Inbox, page_templates
+from signoff.surfaces.web.links import DecisionLinks
 from signoff.surfaces.web.notifiers import combined
 from signoff.surfaces.web.session import Sessions
 from signoff.surfaces.web.slack import SlackApi, SlackInteractions, SlackNotifier
+from signoff.surfaces.web.sso import SingleSignOn
 from signoff.surfaces.web.webhook import WebhookNotifier
 
 Lifespan = Callable[[Any], AbstractAsyncContextManager[None]]
@@ -31,6 +33,7 @@ class WebSurface:
     routes: list[BaseRoute]
     lifespan: Lifespan
     notifier: Notifier | None
+    links: DecisionLinks | None = None
 
 
 def build_routes(
@@ -38,12 +41,16 @@ def build_routes(
     config: WebConfig,
     verifier: TokenVerifier | None,
     slack: SlackInteractions | None = None,
+    links: DecisionLinks | None = None,
 ) -> list[BaseRoute]:
     """Callbacks always; the inbox and the approvers' API only with a token ``verifier`` (a
-    server with a fixed test identity has no approvers); Slack's interactions when configured."""
+    server with a fixed test identity has no approvers); Slack's interactions and decision
+    links when configured; last, a styled page for any other path under ``/approvals``."""
     routes: list[BaseRoute] = Callbacks(runtime, config.callback_secret).routes()
     if slack is not None:
         routes += slack.routes()
+    if links is not None:
+        routes += links.routes()
     if verifier is not None:
         auth = Authenticator(verifier, config.scopes)
         sessions = Sessions(
@@ -52,8 +59,30 @@ def build_routes(
             secure=config.secure_cookies,
         )
         routes += ApprovalsApi(runtime, auth).routes()
-        routes += Inbox(runtime, auth, sessions).routes()
+        inbox = Inbox(runtime, auth, sessions, sso=config.oidc is not None)
+        routes += inbox.routes()
+        if config.oidc is not None:
+            routes += SingleSignOn(
+                runtime,
+                config.oidc,
+                sessions,
+                public_url=config.public_url,
+                key=config.session_secret.encode(),
+                render_refusal=inbox.sso_refused,
+            ).routes()
+        routes.append(inbox.fallback())
     return routes
+
+
+def decision_links_for(runtime: Runtime, config: WebConfig, store: LinkStore) -> DecisionLinks:
+    return DecisionLinks(
+        runtime,
+        store,
+        page_templates(),
+        public_url=config.public_url,
+        ttl=config.link_ttl,
+        directory=config.approvers,
+    )
 
 
 class WebNotifications:
@@ -62,18 +91,37 @@ class WebNotifications:
     interaction routes share its notifier)."""
 
     def __init__(
-        self, config: WebConfig, *, slack_client: Callable[[], httpx.AsyncClient] | None = None
+        self,
+        config: WebConfig,
+        *,
+        slack_client: Callable[[], httpx.AsyncClient] | None = None,
+        links: LinkStore | None = None,
     ) -> None:
         self.config = config
         self.slack_client = slack_client
+        self.link_store = links
         self.notifier: Notifier | None = None
         self.slack: SlackInteractions | None = None
+        self.links: DecisionLinks | None = None
+        self.webhook: WebhookNotifier | None = None
+
+    def use_links(self, runtime: Runtime, store: LinkStore) -> None:
+        """Decision links kept in ``store`` (known once the application opened it): they are
+        served by the web surface and go out with every webhook notification."""
+        self.links = decision_links_for(runtime, self.config, store)
+        if self.webhook is not None:
+            self.webhook.links = self.links
 
     def __call__(self, runtime: Runtime) -> Notifier | None:
         config = self.config
+        if self.link_store is not None:
+            self.links = decision_links_for(runtime, config, self.link_store)
         notifiers: list[Notifier] = []
         if config.webhook is not None:
-            notifiers.append(WebhookNotifier(runtime, config.webhook, public_url=config.public_url))
+            self.webhook = WebhookNotifier(
+                runtime, config.webhook, public_url=config.public_url, links=self.links
+            )
+            notifiers.append(self.webhook)
         if config.slack is not None:
             api = SlackApi(config.slack, client=self.slack_client)
             slack_notifier = SlackNotifier(runtime, api, public_url=config.public_url)
@@ -88,15 +136,21 @@ def build_web(
     config: WebConfig,
     verifier: TokenVerifier | None,
     notifications: WebNotifications | None = None,
+    *,
+    links: LinkStore | None = None,
 ) -> WebSurface:
     """Routes, plus a lifespan that lets Slack work in flight finish. The notifiers are the
-    application's (``notifications``, connected by ``build_application``); so is housekeeping."""
+    application's (``notifications``, connected by ``build_application``); so is housekeeping.
+    Decision links come with the notifications (they go out in webhooks), or from ``links``."""
     if notifications is None and (config.webhook is not None or config.slack is not None):
         raise ValueError(
             "webhook or Slack configured: pass the WebNotifications given to build_application"
         )
     slack = notifications.slack if notifications is not None else None
     notifier = notifications.notifier if notifications is not None else None
+    decision_links = notifications.links if notifications is not None else None
+    if decision_links is None and links is not None:
+        decision_links = decision_links_for(runtime, config, links)
 
     @asynccontextmanager
     async def lifespan(_app: Any) -> AsyncIterator[None]:
@@ -106,4 +160,5 @@ def build_web(
             if slack is not None:
                 await slack.drain()
 
-    return WebSurface(build_routes(runtime, config, verifier, slack), lifespan, notifier)
+    routes = build_routes(runtime, config, verifier, slack, decision_links)
+    return WebSurface(routes, lifespan, notifier, decision_links)

@@ -7,7 +7,7 @@ the approval names, not their own proposal); whether a decision counts is always
 
 from __future__ import annotations
 
-import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -20,6 +20,7 @@ from signoff.core.outcomes import outcome_of
 from signoff.core.run import ActionRun, RunStatus
 from signoff.core.runtime import Runtime
 from signoff.surfaces.mcp.identity import Caller
+from signoff.surfaces.web.display import shown
 
 MASK = "••••••"
 _PAGE = 200
@@ -55,17 +56,19 @@ def masked_input(runtime: Runtime, run: ActionRun) -> dict[str, Any]:
 
 
 def input_fields(runtime: Runtime, run: ActionRun) -> list[Field]:
+    """The input as approvers read it: sensitive fields masked, the rest formatted as declared."""
     sensitive = _sensitive(runtime, run)
+    action = runtime.action(run.action_id)
+    display = action.definition.display if action is not None else {}
     fields: list[Field] = []
     for key, value in run.input.items():
         name, odd_name = visible(key)
         if key in sensitive:
             fields.append(Field(name=name, value=MASK, masked=True, hidden_characters=odd_name))
             continue
-        raw = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-        shown, odd_value = visible(raw)
+        text, odd_value = visible(shown(value, display.get(key)))
         fields.append(
-            Field(name=name, value=shown, masked=False, hidden_characters=odd_name or odd_value)
+            Field(name=name, value=text, masked=False, hidden_characters=odd_name or odd_value)
         )
     return fields
 
@@ -102,7 +105,23 @@ def approval_reason(runtime: Runtime, run: ActionRun) -> str:
     if spec.when == DEFAULT_APPROVAL_WHEN:
         stops = default_approval_rule(definition.effect, definition.risk)
         return f"signoff's default rule stops {stops or 'this proposal'} and asks for {who}."
+    if spec.when.strip() == "true":
+        return f"Every call of this {definition.risk}-risk action needs {who}."
     return f"The manifest's rule `{spec.when}` matched ({definition.risk} risk); it needs {who}."
+
+
+def row_matches(row: Mapping[str, Any], action: str, query: str) -> bool:
+    """The inbox filter: the action (exact) and a case-blind search over what the row shows.
+
+    Masked fields are never searched, so a search can never probe a sensitive value."""
+    if action and row["action"] != action:
+        return False
+    if not query:
+        return True
+    needle = query.casefold()
+    visible = [row["action"], row["title"], row["principal"], row["resource"]]
+    visible += [f.value for f in row["fields"] if not f.masked]
+    return any(needle in str(text).casefold() for text in visible)
 
 
 def now(runtime: Runtime) -> datetime:
@@ -196,10 +215,87 @@ def run_json(runtime: Runtime, run: ActionRun, caller: Caller | None) -> dict[st
         "updated_at": _iso(run.updated_at),
         "approval": approval,
         "outcome": outcome_of(run).model_dump(mode="json"),
+        "amendable": list(definition.approval.amend) if definition is not None else [],
+        "approved_input": run.approved_input,
+        "amendments": [
+            {
+                "approver_id": a.approver_id,
+                "at": _iso(a.at),
+                "changes": a.changes,
+                "previous": a.previous,
+            }
+            for a in run.amendments
+        ],
+        "preview": {"output": run.preview.output, "digest": run.preview.digest}
+        if run.preview is not None
+        else None,
     }
     if caller is not None:
         view["may_decide"] = may_decide(run, caller)
     return view
+
+
+def preview_fields(run: ActionRun) -> list[Field]:
+    """What the preview (dry run) returned, as name/value pairs for the approvers' pages."""
+    if run.preview is None:
+        return []
+    return [
+        Field(
+            name=visible(key)[0],
+            value=visible(shown(value, None))[0],
+            masked=False,
+            hidden_characters=visible(key)[1] or visible(shown(value, None))[1],
+        )
+        for key, value in run.preview.output.items()
+    ]
+
+
+def amendable_fields(runtime: Runtime, run: ActionRun) -> list[dict[str, Any]]:
+    """The fields an approver may amend, with their current (approved or proposed) values and the
+    schema type the form coerces to."""
+    action = runtime.action(run.action_id)
+    if action is None:
+        return []
+    properties = action.definition.input_schema.get("properties", {})
+    current = run.effective_input
+    fields: list[dict[str, Any]] = []
+    for name in action.definition.approval.amend:
+        schema = properties.get(name, {}) if isinstance(properties, dict) else {}
+        kind = schema.get("type", "string") if isinstance(schema, dict) else "string"
+        value = current.get(name)
+        fields.append(
+            {
+                "name": name,
+                "type": kind if isinstance(kind, str) else "string",
+                "value": ""
+                if value is None
+                else (value if isinstance(value, str) else shown(value, None)),
+            }
+        )
+    return fields
+
+
+def coerce_amendments(runtime: Runtime, run: ActionRun, form: Mapping[str, str]) -> dict[str, Any]:
+    """A form's ``amend.<field>`` values typed as the input schema declares; unchanged ones left
+    out. A value that is not of its type is passed on as text, so validation names it."""
+    changes: dict[str, Any] = {}
+    for field in amendable_fields(runtime, run):
+        raw = form.get(f"amend.{field['name']}")
+        if raw is None or raw.strip() == str(field["value"]).strip():
+            continue
+        text = raw.strip()
+        value: Any = text
+        try:
+            if field["type"] == "integer":
+                value = int(text)
+            elif field["type"] == "number":
+                value = float(text) if any(c in text for c in ".eE") else int(text)
+            elif field["type"] == "boolean" and text in ("true", "false"):
+                value = text == "true"
+        except ValueError:
+            value = text
+        changes[field["name"]] = value
+    return changes
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -237,7 +333,9 @@ __all__ = [
     "ActionFacts",
     "Field",
     "action_facts",
+    "amendable_fields",
     "approval_reason",
+    "coerce_amendments",
     "describe",
     "input_fields",
     "is_candidate",
@@ -245,7 +343,9 @@ __all__ = [
     "may_decide",
     "now",
     "pending_for",
+    "preview_fields",
     "relative",
+    "row_matches",
     "run_json",
     "visible",
 ]

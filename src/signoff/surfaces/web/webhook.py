@@ -23,6 +23,7 @@ import httpx
 from signoff.core.run import ActionRun
 from signoff.core.runtime import Runtime
 from signoff.surfaces.web.config import WebhookConfig
+from signoff.surfaces.web.links import DecisionLinks
 from signoff.surfaces.web.signing import SIGNATURE_HEADER, signature
 from signoff.surfaces.web.views import run_json
 
@@ -39,8 +40,10 @@ class WebhookNotifier:
         *,
         public_url: str,
         client: Callable[[], httpx.AsyncClient] | None = None,
+        links: DecisionLinks | None = None,
     ) -> None:
         self.runtime = runtime
+        self.links = links
         self.config = config
         self.public_url = public_url.rstrip("/")
         self._client = client or (lambda: httpx.AsyncClient(timeout=config.timeout))
@@ -51,13 +54,17 @@ class WebhookNotifier:
     async def approval_decided(self, run: ActionRun, decision: str) -> None:
         await self.send("approval.decided", run, decision=decision)
 
-    def body(self, event: str, run: ActionRun, decision: str | None = None) -> dict[str, Any]:
+    async def body(self, event: str, run: ActionRun, decision: str | None = None) -> dict[str, Any]:
+        links: dict[str, Any] = {"inbox": f"{self.public_url}/approvals/runs/{run.run_id}"}
+        if self.links is not None:
+            # Personal one-time links for each directory approver who may decide it now.
+            links["approvers"] = await self.links.links_for(run)
         return {
             "event": event,
             "decision": decision,
             "sent_at": self.runtime.now().isoformat().replace("+00:00", "Z"),
             "run": run_json(self.runtime, run, None),
-            "links": {"inbox": f"{self.public_url}/approvals/runs/{run.run_id}"},
+            "links": links,
         }
 
     async def send(self, event: str, run: ActionRun, *, decision: str | None = None) -> bool:
@@ -66,7 +73,7 @@ class WebhookNotifier:
         if url is None:
             return False
         payload = json.dumps(
-            self.body(event, run, decision), separators=(",", ":"), ensure_ascii=False
+            await self.body(event, run, decision), separators=(",", ":"), ensure_ascii=False
         ).encode()
         headers = {
             "Content-Type": "application/json",

@@ -21,7 +21,14 @@ from slack_sdk.models.blocks.basic_components import MarkdownTextObject
 from signoff.core.run import ActionRun, ApprovalVote, RunStatus
 from signoff.core.runtime import Runtime
 from signoff.surfaces.web.slack.config import SlackConfig
-from signoff.surfaces.web.views import action_facts, approval_reason, input_fields, now, relative
+from signoff.surfaces.web.views import (
+    action_facts,
+    approval_reason,
+    input_fields,
+    now,
+    preview_fields,
+    relative,
+)
 
 log = logging.getLogger("signoff.slack")
 
@@ -139,6 +146,11 @@ def _summary_blocks(runtime: Runtime, run: ActionRun) -> list[Block]:
     ]
     if lines:
         blocks.append(SectionBlock(text=MarkdownTextObject(text="\n".join(lines)[:2900])))
+    preview = [f"*{escape(f.name)}*: {escape(f.value)[:200]}" for f in preview_fields(run)[:10]]
+    if preview:
+        blocks.append(
+            SectionBlock(text=MarkdownTextObject(text=("*Preview:*\n" + "\n".join(preview))[:2900]))
+        )
     return blocks
 
 

@@ -1,0 +1,80 @@
+"""Amend before approve (``approval.amend``): an approver changes listed input fields.
+
+Owns the rule for an amendment, decided in memory before the decision is written: only fields
+the manifest lists may change; the amended input passes the input limits and the schema again,
+current policy again (a deny rule may now apply), and must keep the run's resource identity. The
+run keeps the proposed input and the approved input separately; the guard, the limits at resume
+and the executor see the approved one. Pure: nothing here writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from signoff.core import admission
+from signoff.core.codes import Code
+from signoff.core.compiled import CompiledAction
+from signoff.core.input_limits import check_input
+from signoff.core.policy import evaluate_policy
+from signoff.core.run import ActionRun, Amendment
+
+MAX_AMENDED_FIELDS = 32
+
+
+class AmendmentRefused(Exception):
+    """``code`` is the stable reason; the message is safe to show the approver."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def amended(
+    action: CompiledAction,
+    run: ActionRun,
+    approver_id: str,
+    changes: Mapping[str, Any],
+    now: datetime,
+) -> ActionRun:
+    """``run`` (not committed) carrying the approved input and the record of this amendment."""
+    allowed = set(action.definition.approval.amend)
+    if not changes or len(changes) > MAX_AMENDED_FIELDS:
+        raise AmendmentRefused(
+            Code.AMENDMENT_NOT_ALLOWED, "An amendment changes at least one field."
+        )
+    refused = sorted(str(name) for name in changes if name not in allowed)
+    if refused:
+        listed = ", ".join(sorted(allowed)) or "none"
+        raise AmendmentRefused(
+            Code.AMENDMENT_NOT_ALLOWED,
+            f"Only these fields may be amended: {listed}; not {', '.join(refused)[:200]}.",
+        )
+    before = run.effective_input
+    proposed = {**before, **changes}
+    violation = check_input(proposed)
+    if violation is not None:
+        raise AmendmentRefused(Code.AMENDMENT_INVALID, violation.message)
+    invalid = admission.validate(action, proposed)
+    if invalid is not None:
+        raise AmendmentRefused(Code.AMENDMENT_INVALID, invalid.message)
+    decision = evaluate_policy(action, admission.policy_input(run, now, proposed))
+    if decision.denial is not None:
+        raise AmendmentRefused(
+            Code.AMENDMENT_DENIED,
+            f"Policy refuses the amended input ({decision.denial.code}): {decision.denial.message}",
+        )
+    if decision.resource != run.resource:
+        raise AmendmentRefused(
+            Code.AMENDMENT_INVALID, "An amendment may not change which resource the action is for."
+        )
+    record = Amendment(
+        approver_id=approver_id,
+        at=now,
+        changes={name: proposed[name] for name in changes},
+        previous={name: before.get(name) for name in changes},
+    )
+    return run.model_copy(
+        update={"approved_input": proposed, "amendments": (*run.amendments, record)}
+    )

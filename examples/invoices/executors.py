@@ -34,6 +34,21 @@ def get_invoice(context: ExecutionContext) -> dict[str, Any] | ExecutionResult:
     return {"invoice": found}
 
 
+def preview_cancel(context: ExecutionContext) -> dict[str, Any] | ExecutionResult:
+    """The dry run approvers see before deciding: the invoice as it stands now."""
+    with transaction(context.tenant_id) as connection:
+        found = invoice(connection, context.tenant_id, context.input["invoice_id"])
+    if found is None:
+        return ExecutionResult.correctable_failure("INVOICE_NOT_FOUND", "No such invoice.")
+    return {
+        "customer": found["customer"],
+        "invoice_amount": found["amount"],
+        "currency": found["currency"],
+        "due_date": found["due_date"],
+        "status": found["status"],
+    }
+
+
 def cancel_invoice(context: ExecutionContext) -> ExecutionResult:
     """Cancel an open invoice whose amount matches what was approved."""
     invoice_id = context.input["invoice_id"]

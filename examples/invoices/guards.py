@@ -17,6 +17,11 @@ def invoice_is_open(context: ExecutionContext) -> GuardDecision:
         return GuardDecision.deny("INVOICE_NOT_FOUND", f"{invoice_id} does not exist.")
     if found["status"] != "open":
         return GuardDecision.deny("INVOICE_NOT_OPEN", f"{invoice_id} is {found['status']}.")
+    shown = context.preview  # what the approvers saw in the preview, if the action has one
+    if shown is not None and shown.get("invoice_amount") != found["amount"]:
+        return GuardDecision.deny(
+            "INVOICE_CHANGED_SINCE_PREVIEW", f"{invoice_id} changed since the approvers saw it."
+        )
     amount = context.input.get("amount")
     if amount is not None and abs(found["amount"] - float(amount)) > AMOUNT_TOLERANCE:
         return GuardDecision.deny(

@@ -20,11 +20,14 @@ from signoff.core.clock import ManualClock
 from signoff.core.compiled import ActionRegistry
 from signoff.core.definition import DenyRule, IdempotencySpec, PolicySpec
 from signoff.core.ports import Store
-from signoff.core.run import ActionRun, ApprovalVote
+from signoff.core.run import ActionRun, ApprovalVote, RunStatus
 from signoff.core.runtime import DecisionRequest, Runtime
 from signoff.store.memory import InMemoryStore
 
 NO_APPROVAL = ApprovalSpec(when="false")
+# An amount that runs without approval, and one that needs a billing lead.
+SMALL = {"invoice_id": "INV-1", "amount": 10}
+LARGE = {"invoice_id": "INV-2", "amount": 5000}
 AGENT = Principal(id="agent-1", roles=("billing",))
 LEAD = Principal(id="lead-1", roles=("billing-lead",))
 LEAD2 = Principal(id="lead-2", roles=("billing-lead",))
@@ -131,3 +134,10 @@ async def stored_run(store: Store, run_id: str) -> ActionRun:
         run = await unit.runs.get(run_id)
     assert run is not None, f"run {run_id} is not stored"
     return run
+
+
+async def status_of(runtime: Runtime, run_id: str, tenant: str = "acme") -> RunStatus:
+    """The run's status through the facade; a missing run fails the test plainly."""
+    run = await runtime.get_run(run_id, tenant)
+    assert run is not None, f"no run {run_id} in {tenant}"
+    return run.status

@@ -9,10 +9,18 @@ from typing import Any
 from signoff import Code, ExecutionContext, ExecutionResult, ExecutionStatus, GuardDecision
 from signoff.core.definition import ApprovalSpec, DenyRule, PolicySpec
 from signoff.core.run import RunStatus
-from tests.helpers import LEAD, Recorder, approve, definition, memory_runtime, proposal, reject
+from tests.helpers import (
+    LARGE,
+    LEAD,
+    Recorder,
+    approve,
+    definition,
+    memory_runtime,
+    proposal,
+    reject,
+)
 
 AMENDABLE = ApprovalSpec(when="true", approver_roles=("billing-lead",), amend=("amount",))
-LARGE = {"invoice_id": "INV-2", "amount": 5000}
 
 
 def amend(**changes: Any) -> Any:

@@ -16,6 +16,7 @@ from signoff.core.run import ActionRun, ApprovalVote, RunStatus
 from signoff.core.runtime import DecisionRequest, Runtime
 from signoff.store.memory import InMemoryRunStore, InMemoryStore
 from tests.helpers import (
+    LARGE,
     LEAD,
     LEAD2,
     Recorder,
@@ -26,7 +27,6 @@ from tests.helpers import (
     reject,
 )
 
-LARGE = {"invoice_id": "INV-2", "amount": 5000}
 TWO_LEADS = ApprovalSpec(when="true", approver_roles=("billing-lead",), count=2)
 
 

@@ -8,9 +8,7 @@ from signoff.audit_check import AuditProblemCode, check_trail
 from signoff.core.outcomes import AuditKind
 from signoff.core.ports import AuditEvent
 from signoff.core.run import ActionRun, RunStatus
-from tests.helpers import NO_APPROVAL, Recorder, definition, memory_runtime, proposal
-
-SMALL = {"invoice_id": "INV-1", "amount": 10}
+from tests.helpers import NO_APPROVAL, SMALL, Recorder, definition, memory_runtime, proposal
 
 
 async def _executed() -> tuple[ActionRun, list[AuditEvent]]:

@@ -7,13 +7,12 @@ from signoff.core.definition import IdempotencySpec
 from tests.helpers import (
     AGENT,
     NO_APPROVAL,
+    SMALL,
     Recorder,
     definition,
     memory_runtime,
     proposal,
 )
-
-SMALL = {"invoice_id": "INV-1", "amount": 10}
 
 
 async def test_idempotent_replay_returns_the_first_result_without_a_second_side_effect() -> None:

@@ -21,9 +21,7 @@ from signoff.core.clock import ManualClock
 from signoff.core.compiled import ActionRegistry
 from signoff.core.runtime import Runtime
 from signoff.store.memory import InMemoryStore
-from tests.helpers import AGENT, NO_APPROVAL, definition, memory_runtime, proposal
-
-SMALL = {"invoice_id": "INV-1", "amount": 10}
+from tests.helpers import AGENT, NO_APPROVAL, SMALL, definition, memory_runtime, proposal
 
 
 class ExternalSystem:

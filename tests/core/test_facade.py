@@ -11,9 +11,16 @@ from signoff.core.compiled import ActionRegistry
 from signoff.core.run import RunStatus
 from signoff.core.runtime import Runtime
 from signoff.store.memory import InMemoryStore
-from tests.helpers import AGENT, LEAD, Recorder, approve, definition, memory_runtime, proposal
-
-LARGE = {"invoice_id": "INV-2", "amount": 5000}
+from tests.helpers import (
+    AGENT,
+    LARGE,
+    LEAD,
+    Recorder,
+    approve,
+    definition,
+    memory_runtime,
+    proposal,
+)
 
 # Words that name commit machinery: a public name containing one hands a surface the means to
 # write a run (or to reach what writes it) without passing the stages.

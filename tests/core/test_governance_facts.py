@@ -21,6 +21,7 @@ from signoff.core.run import MAX_REASON_CHARS, ApprovalDecision, ApprovalVote, R
 from signoff.manifest import load_manifests
 from tests.helpers import (
     AGENT,
+    LARGE,
     LEAD,
     LEAD2,
     Recorder,
@@ -32,7 +33,6 @@ from tests.helpers import (
 
 ROOT = Path(__file__).resolve().parents[2]
 AT = datetime(2026, 1, 1, tzinfo=UTC)
-LARGE = {"invoice_id": "INV-2", "amount": 5000}
 
 
 def test_the_reason_limit_is_the_models_own() -> None:
@@ -59,7 +59,8 @@ async def test_approvals_received_and_overdue_read_the_same_on_every_side() -> N
     assert run is not None and run.approval is not None
     assert run.approval.approvals_received == 2
     assert outcome_of(run).approval is not None
-    assert outcome_of(run).approval.approvals_received == 2  # type: ignore[union-attr]
+    summary = outcome_of(run).approval
+    assert summary is not None and summary.approvals_received == 2
     assert not is_overdue(run, clock.now())
     assert run.approval.expires_at is not None
     assert is_overdue(run, run.approval.expires_at)

@@ -21,8 +21,10 @@ from signoff.core.runtime import Runtime
 from signoff.store.memory import InMemoryStore
 from tests.helpers import (
     AGENT,
+    LARGE,
     LEAD,
     NO_APPROVAL,
+    SMALL,
     Recorder,
     approve,
     definition,
@@ -30,9 +32,6 @@ from tests.helpers import (
     proposal,
     reject,
 )
-
-SMALL = {"invoice_id": "INV-1", "amount": 10}
-LARGE = {"invoice_id": "INV-2", "amount": 5000}
 
 
 async def test_unknown_action_is_refused_and_recorded_without_executing() -> None:

@@ -18,11 +18,10 @@ from signoff.core.ports import DuplicateEntry, DuplicateState, Reservation, RunA
 from signoff.core.run import ActionRun, DuplicateScope
 from signoff.core.runtime import Runtime
 from signoff.store.memory import InMemoryDuplicateStore, InMemoryRunStore, InMemoryStore
-from tests.helpers import NO_APPROVAL, Recorder, bare_run, definition, proposal
+from tests.helpers import NO_APPROVAL, SMALL, Recorder, bare_run, definition, proposal
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 SCOPE = DuplicateScope(tenant_id="t", action_id="a", idempotency_key="k", visibility="*")
-SMALL = {"invoice_id": "INV-1", "amount": 10}
 
 
 class GatedDuplicates(InMemoryDuplicateStore):

@@ -21,10 +21,7 @@ from signoff.core.definition import PolicySpec
 from signoff.core.dispatch import AsyncLane
 from signoff.core.runtime import Runtime
 from signoff.store.memory import InMemoryStore
-from tests.helpers import NO_APPROVAL, definition, proposal
-
-SMALL = {"invoice_id": "INV-1", "amount": 10}
-LARGE = {"invoice_id": "INV-2", "amount": 5000}
+from tests.helpers import LARGE, NO_APPROVAL, SMALL, definition, proposal
 
 
 class Provider:
@@ -174,7 +171,8 @@ async def test_waiting_approvals_keep_waiting_and_overdue_ones_expire() -> None:
     clock.advance(timedelta(hours=2))
     report = await Runtime(registry, store, clock=clock).recover()
     assert report.expired == 1
-    assert (await runtime.get(fresh.run_id, "acme")).code == Code.APPROVAL_EXPIRED  # type: ignore[union-attr]
+    expired = await runtime.get(fresh.run_id, "acme")
+    assert expired is not None and expired.code == Code.APPROVAL_EXPIRED
     waiting = await runtime.get(young.run_id, "acme")
     assert waiting is not None and waiting.status is ExecutionStatus.PENDING_APPROVAL
 

@@ -26,17 +26,16 @@ from signoff.core.runtime import Runtime
 from signoff.store.memory import InMemoryStore
 from tests.helpers import (
     AGENT,
+    LARGE,
     LEAD,
     NO_APPROVAL,
+    SMALL,
     Recorder,
     approve,
     definition,
     memory_runtime,
     proposal,
 )
-
-SMALL = {"invoice_id": "INV-1", "amount": 10}
-LARGE = {"invoice_id": "INV-2", "amount": 5000}
 
 
 def test_an_unspecified_failure_defaults_to_manual_review() -> None:

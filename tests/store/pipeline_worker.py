@@ -17,9 +17,7 @@ from signoff import ExecutionContext
 from signoff.core.compiled import ActionRegistry
 from signoff.core.runtime import Runtime
 from signoff.store.factory import open_store
-from tests.helpers import NO_APPROVAL, definition, proposal
-
-SMALL = {"invoice_id": "INV-1", "amount": 10}
+from tests.helpers import NO_APPROVAL, SMALL, definition, proposal
 
 
 def effect_writer(path: str) -> Any:

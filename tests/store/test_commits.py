@@ -11,10 +11,8 @@ from signoff.core.codes import Code, ExecutionStatus
 from signoff.core.compiled import ActionRegistry
 from signoff.core.runtime import Runtime
 from signoff.store.sql import SqlStore
-from tests.helpers import NO_APPROVAL, Recorder, definition, proposal
+from tests.helpers import NO_APPROVAL, SMALL, Recorder, definition, proposal
 from tests.store.conftest import Backend
-
-SMALL = {"invoice_id": "INV-1", "amount": 10}
 
 
 class CommitCounter:

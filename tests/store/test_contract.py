@@ -340,6 +340,9 @@ async def test_wait_for_change_returns_when_this_process_commits_a_new_version(
     run = await stored(backend, new_run(tenant))
     store = await backend.open()
     waiting = asyncio.create_task(store.wait_for_change(run.run_id, 1, timeout=30))
+    for _ in range(20):  # let the waiter run: with nothing committed it must keep waiting
+        await asyncio.sleep(0)
+    assert not waiting.done(), "wait_for_change returned before anything changed"
     async with store.unit() as unit:
         await unit.runs.compare_and_set(1, run.advance(RunStatus.VALIDATING, T0))
     await asyncio.wait_for(waiting, timeout=10)
@@ -358,7 +361,11 @@ async def test_wait_for_change_returns_at_once_when_the_version_already_moved(
 async def test_wait_for_change_gives_up_at_its_timeout(backend: Backend, tenant: str) -> None:
     run = await stored(backend, new_run(tenant))
     store = await backend.open()
-    await asyncio.wait_for(store.wait_for_change(run.run_id, 1, timeout=0.05), timeout=10)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await asyncio.wait_for(store.wait_for_change(run.run_id, 1, timeout=0.2), timeout=10)
+    # Not before its timeout either: a store whose wait returns at once would pass otherwise.
+    assert loop.time() - started >= 0.2
 
 
 # ------------------------------------------------------------------------------------- workers

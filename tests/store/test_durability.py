@@ -12,11 +12,9 @@ from signoff.core.compiled import ActionRegistry
 from signoff.core.ports import AuditEvent, Store
 from signoff.core.run import RunStatus
 from signoff.core.runtime import Runtime
-from tests.helpers import NO_APPROVAL, Recorder, definition, proposal
+from tests.helpers import NO_APPROVAL, SMALL, Recorder, definition, proposal
 from tests.store.conftest import Backend
 from tests.store.samples import T0, new_run, result, scope
-
-SMALL = {"invoice_id": "INV-1", "amount": 10}
 
 
 class Boom(Exception):

@@ -15,7 +15,7 @@ from signoff import Code, ExecutionStatus, RetryDisposition, RunStatus
 from signoff.core.definition import PolicySpec
 from signoff.core.run import ApprovalVote
 from signoff.core.runtime import DecisionRequest
-from tests.helpers import LEAD, definition
+from tests.helpers import LARGE, LEAD, SMALL, definition
 from tests.surfaces.support import (
     DEADLINE,
     Gate,
@@ -25,9 +25,6 @@ from tests.surfaces.support import (
     until_final,
     world,
 )
-
-SMALL = {"invoice_id": "INV-1", "amount": 10}
-LARGE = {"invoice_id": "INV-2", "amount": 5000}
 
 
 async def test_the_tool_list_shows_the_actions_the_callers_roles_may_propose() -> None:

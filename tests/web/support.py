@@ -26,14 +26,13 @@ from signoff.surfaces.mcp.http import BearerAuth, HttpOptions, build_http_app
 from signoff.surfaces.scopes import DEFAULT_APPROVE
 from signoff.surfaces.web import WebConfig, WebNotifications, build_web
 from signoff.surfaces.web.links import DecisionLinks
-from tests.helpers import NO_APPROVAL, Recorder, definition, proposal
+from tests.helpers import LARGE, NO_APPROVAL, Recorder, definition, proposal
 
 JWT_SECRET = "a-test-secret-that-is-long-enough-for-hs256"
 CALLBACK_SECRET = "server-wide-callback-secret-0123456789"
 ACTION_CALLBACK_SECRET = "payout-own-callback-secret-0123456789"
 SESSION_SECRET = "session-secret-for-the-tests-0123456789"
 BASE_URL = "http://127.0.0.1:8000"
-LARGE = {"invoice_id": "INV-2", "amount": 5000}
 TWO_LEADS = ApprovalSpec(when="true", approver_roles=("billing-lead",), count=2)
 SENSITIVE_SCHEMA: dict[str, Any] = {
     "type": "object",

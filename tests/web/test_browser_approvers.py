@@ -16,7 +16,7 @@ from signoff import Code
 from signoff.core.run import RunStatus
 from signoff.surfaces.web.links import LINK_EXPIRED, LINK_INVALID, LINK_STALE, LINK_USED
 from signoff.surfaces.web.sso import OidcConfig
-from tests.helpers import LEAD, approve
+from tests.helpers import LEAD, approve, status_of
 from tests.surfaces.support import free_socket, running
 from tests.web.oidc_provider import Provider, oidc_provider
 from tests.web.support import Site, site_for_tests, token, web_config
@@ -123,9 +123,7 @@ async def test_a_decision_link_on_a_phone_valid_reused_expired_tampered_and_stal
         await page.goto(link)
         await expect(page.locator("#why")).to_contain_text("billing-lead")
         await page.screenshot(path=str(tmp_path / "link-phone.png"), full_page=True)
-        assert (
-            await site.runtime.get_run(first.run_id, "acme")
-        ).status is RunStatus.WAITING_APPROVAL  # type: ignore[union-attr]
+        assert await status_of(site.runtime, first.run_id) is RunStatus.WAITING_APPROVAL
         await page.get_by_label("Reason").fill("ok from my phone")
         await page.get_by_role("button", name="Approve").click()
         await expect(page.locator("#run-status")).to_have_text("SUCCEEDED")

@@ -15,11 +15,9 @@ from signoff.core.clock import ManualClock
 from signoff.core.compiled import ActionRegistry
 from signoff.maintenance import Maintenance, maintenance
 from signoff.store.memory import InMemoryStore, InMemoryWorkerRegistry
-from tests.helpers import Recorder, proposal, stored_run
+from tests.helpers import LARGE, SMALL, Recorder, proposal, stored_run
 from tests.surfaces.support import DEADLINE
-from tests.web.support import LARGE, ExternalSystem, Site, invoice_actions, site_for_tests
-
-SMALL = {"invoice_id": "INV-1", "amount": 10}
+from tests.web.support import ExternalSystem, Site, invoice_actions, site_for_tests
 
 
 async def test_a_tick_expires_overdue_approvals_and_completes_their_reservation(

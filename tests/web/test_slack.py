@@ -26,7 +26,7 @@ from signoff.core.run import RunStatus
 from signoff.surfaces.web.slack import SlackApprover, SlackConfig
 from signoff.surfaces.web.slack.config import parse_users
 from signoff.surfaces.web.slack.messages import APPROVE_ACTION, REJECT_ACTION
-from tests.helpers import LEAD
+from tests.helpers import LEAD, status_of
 from tests.surfaces.support import DEADLINE, running
 from tests.web.support import BASE_URL, Site, bearer, site_for_tests, web_config
 
@@ -123,7 +123,7 @@ async def send(site: Site, body: bytes, headers: dict[str, str]) -> httpx.Respon
 
 async def settled(site: Site, run_id: str, status: RunStatus) -> None:
     async def reached() -> None:
-        while (await site.runtime.get_run(run_id, "acme")).status is not status:  # type: ignore[union-attr]
+        while await status_of(site.runtime, run_id) is not status:
             await site.runtime.wait(run_id, "acme", 1.0)
 
     await asyncio.wait_for(reached(), DEADLINE)

@@ -7,11 +7,12 @@ from dataclasses import replace
 from typing import Any
 
 from signoff import Code, ExecutionContext, ExecutionResult, ExecutionStatus, GuardDecision
-from signoff.core.definition import ApprovalSpec, DenyRule, PolicySpec
+from signoff.core.definition import ApprovalSpec, DenyRule, Escalation, PolicySpec
 from signoff.core.run import RunStatus
 from tests.helpers import (
     LARGE,
     LEAD,
+    LEAD2,
     Recorder,
     approve,
     definition,
@@ -194,3 +195,44 @@ async def test_no_preview_runs_when_no_approval_is_needed() -> None:
     )
     outcome = await runtime.propose(proposal(LARGE))
     assert outcome.code == Code.SUCCEEDED and preview.calls == []
+
+
+# --------------------------------------------------------------------------------- escalation
+TIERED = ApprovalSpec(
+    when="true",
+    approver_roles=("billing-lead",),
+    amend=("amount",),
+    escalate=(Escalation(when="input.amount > 10000.0", count=2),),
+)
+
+
+async def test_a_proposal_matching_a_higher_tier_waits_for_more_approvers() -> None:
+    runtime = memory_runtime(definition(Recorder(), approval=TIERED))
+    small = await runtime.propose(proposal(LARGE, key="small"))
+    big = await runtime.propose(proposal({"invoice_id": "INV-3", "amount": 20000}, key="big"))
+    assert small.approval is not None and small.approval.approvals_needed == 1
+    assert big.approval is not None and big.approval.approvals_needed == 2
+
+
+async def test_an_amount_amended_into_a_higher_tier_now_needs_a_second_approver() -> None:
+    recorder = Recorder()
+    runtime = memory_runtime(definition(recorder, approval=TIERED))
+    pending = await runtime.propose(proposal(LARGE))
+    first = await runtime.decide(pending.run_id, "acme", amend(amount=12000))
+    assert first.accepted and first.code == Code.APPROVAL_RECORDED and recorder.count == 0
+    assert first.outcome is not None and first.outcome.approval is not None
+    assert first.outcome.approval.approvals_needed == 2
+    second = await runtime.decide(pending.run_id, "acme", approve(LEAD2))
+    assert second.code == Code.SUCCEEDED
+    assert recorder.calls[0].input["amount"] == 12000
+
+
+async def test_a_failing_tier_rule_fails_closed() -> None:
+    broken = ApprovalSpec(
+        when="true",
+        approver_roles=("billing-lead",),
+        escalate=(Escalation(when="input.missing > 1.0", count=2),),
+    )
+    runtime = memory_runtime(definition(Recorder(), approval=broken))
+    outcome = await runtime.propose(proposal(LARGE))
+    assert outcome.code == Code.POLICY_EVALUATION_ERROR

@@ -17,7 +17,7 @@ from signoff import ActionDefinition, ActionOutcome, ExecutionContext, Principal
 from signoff.app import Settings, assemble
 from signoff.core.clock import ManualClock
 from signoff.core.compiled import ActionRegistry
-from signoff.core.definition import ApprovalSpec
+from signoff.core.definition import ApprovalSpec, Escalation
 from signoff.core.ports import Store
 from signoff.core.runtime import Runtime
 from signoff.store.memory import InMemoryStore
@@ -84,7 +84,12 @@ def preview_adjustment(context: ExecutionContext) -> dict[str, Any]:
     return {"would_cancel": context.input["invoice_id"], "refund": context.input["amount"]}
 
 
-AMENDABLE = ApprovalSpec(when="true", approver_roles=("billing-lead",), amend=("amount",))
+AMENDABLE = ApprovalSpec(
+    when="true",
+    approver_roles=("billing-lead",),
+    amend=("amount",),
+    escalate=(Escalation(when="input.amount > 10000.0", count=2),),
+)
 
 
 def invoice_actions(recorder: Recorder, external: ExternalSystem) -> list[ActionDefinition]:

@@ -199,3 +199,25 @@ async def test_in_a_browser_an_approver_sees_the_preview_amends_the_amount_and_a
     run = await site.runtime.get_run(adjust.run_id, "acme")
     assert run is not None and run.approved_input is not None
     assert run.approved_input["amount"] == 4200 and run.input["amount"] == 5000
+
+
+async def test_in_a_browser_an_amount_amended_into_a_higher_tier_waits_for_a_second_approver() -> (
+    None
+):
+    from playwright.async_api import expect
+
+    async with served() as (site, url):
+        adjust = await site.propose(
+            {"invoice_id": "INV-1008", "amount": 5000}, action="invoice.adjust", key="tier"
+        )
+        lead = token(sub="lead-1", tenant="acme", roles=("billing-lead",))
+        async with browser_page() as page:
+            await page.goto(f"{url}/approvals/runs/{adjust.run_id}")
+            await page.get_by_label("Access token").fill(lead)
+            await page.get_by_role("button", name="Sign in").click()
+            await page.get_by_label("amount").fill("12000")
+            await page.get_by_role("button", name="Approve").click()
+            await expect(page.locator("#decision-result")).to_contain_text(Code.APPROVAL_RECORDED)
+            await expect(page.locator("main")).to_contain_text("1 of 2")
+        assert await status_of(site.runtime, adjust.run_id) is RunStatus.WAITING_APPROVAL
+    assert site.recorder.count == 0

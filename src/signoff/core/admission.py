@@ -138,12 +138,15 @@ def duplicate_scope(action: CompiledAction, run: ActionRun) -> DuplicateScope | 
     )
 
 
-def approval_state(action: CompiledAction, now: datetime) -> ApprovalState:
+def approval_state(
+    action: CompiledAction, now: datetime, count: int | None = None
+) -> ApprovalState:
+    """The approval a run will wait for; ``count`` is the policy's (escalated) number needed."""
     spec = action.definition.approval
     return ApprovalState(
         approval_id=new_token(),
         approver_roles=spec.approver_roles,
-        count=spec.count,
+        count=max(spec.count, count or 0),
         requested_at=now,
         expires_at=now + spec.expires_after if spec.expires_after is not None else None,
     )

@@ -75,6 +75,9 @@ def amended(
         changes={name: proposed[name] for name in changes},
         previous={name: before.get(name) for name in changes},
     )
-    return run.model_copy(
-        update={"approved_input": proposed, "amendments": (*run.amendments, record)}
-    )
+    update: dict[str, Any] = {"approved_input": proposed, "amendments": (*run.amendments, record)}
+    state = run.approval
+    if state is not None and decision.approvals_needed > state.count:
+        # A higher tier now applies (escalate): the run waits for more approvers.
+        update["approval"] = state.model_copy(update={"count": decision.approvals_needed})
+    return run.model_copy(update=update)

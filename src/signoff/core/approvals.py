@@ -136,6 +136,8 @@ class Approvals:
                     run = amended(action_now, run, approver.id, request.amendments, now)
                 except AmendmentRefused as refused:
                     return DecisionResult(refused.code, outcome_of(run), accepted=False)
+                assert run.approval is not None
+                state = run.approval  # an escalated tier raises the count
             decision = ApprovalDecision(
                 approver_id=approver.id,
                 roles=approver.roles,

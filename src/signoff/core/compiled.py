@@ -36,6 +36,7 @@ class CompiledAction:
     deny: tuple[tuple[DenyRule, CelExpression], ...]
     approval_when: CelExpression
     revision: str
+    escalations: tuple[tuple[CelExpression, int], ...] = ()
 
     @property
     def id(self) -> str:
@@ -74,6 +75,11 @@ def compile_action(definition: ActionDefinition) -> CompiledAction:
         if expr is not None:
             deny.append((rule, expr))
     approval_when = cel_at("approval.when", definition.approval.when)
+    escalations: list[tuple[CelExpression, int]] = []
+    for index, tier in enumerate(definition.approval.escalate):
+        tier_when = cel_at(f"approval.escalate[{index}].when", tier.when)
+        if tier_when is not None:
+            escalations.append((tier_when, tier.count))
 
     if problems or validator is None or approval_when is None:
         raise InvalidDefinition(definition.id, problems)
@@ -84,6 +90,7 @@ def compile_action(definition: ActionDefinition) -> CompiledAction:
         deny=tuple(deny),
         approval_when=approval_when,
         revision=definition.revision(),
+        escalations=tuple(escalations),
     )
 
 

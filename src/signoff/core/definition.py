@@ -100,6 +100,13 @@ def default_approval_rule(effect: Effect | str, risk: Risk | str) -> str | None:
     return f"an agent's proposal of this {Effect(effect)} action"
 
 
+class Escalation(_Frozen):
+    """A higher approval tier: when ``when`` holds, at least ``count`` distinct approvers."""
+
+    when: str
+    count: int = Field(ge=1, le=20)
+
+
 class ApprovalSpec(_Frozen):
     """When approval is needed and who may give it. ``ApprovalSpec()`` is the contract's safe default."""
 
@@ -109,6 +116,9 @@ class ApprovalSpec(_Frozen):
     expires_after: timedelta | None = DEFAULT_APPROVAL_EXPIRY
     amend: tuple[str, ...] = Field(
         default=(), description="Input fields an approver may change before approving."
+    )
+    escalate: tuple[Escalation, ...] = Field(
+        default=(), description="Higher tiers: more approvers when a rule matches the input."
     )
 
 

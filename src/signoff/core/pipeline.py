@@ -171,7 +171,7 @@ class Pipeline:
                 RunStatus.WAITING_APPROVAL,
                 now,
                 duplicate_scope=scope,
-                approval=admission.approval_state(action, now),
+                approval=admission.approval_state(action, now, decision.approvals_needed),
             )
             run = waiting if preview is None else waiting.model_copy(update={"preview": preview})
             events.append(

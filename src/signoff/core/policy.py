@@ -33,6 +33,8 @@ class PolicyDecision:
     resource: str | None
     denial: ExecutionResult | None = None
     approval_required: bool = False
+    # How many distinct approvers this input needs: the rule's count, raised by matching tiers.
+    approvals_needed: int = 1
 
 
 def _variables(
@@ -107,4 +109,13 @@ def evaluate_policy(action: CompiledAction, request: PolicyInput) -> PolicyDecis
         approval_required = action.approval_when.evaluate_bool(variables)
     except CelEvaluationError as exc:
         return _error("approval.when", exc)
-    return PolicyDecision(resource=resource, approval_required=approval_required)
+    needed = action.definition.approval.count
+    for index, (tier_when, count) in enumerate(action.escalations):
+        try:
+            if tier_when.evaluate_bool(variables):
+                needed = max(needed, count)
+        except CelEvaluationError as exc:
+            return _error(f"approval.escalate[{index}]", exc)
+    return PolicyDecision(
+        resource=resource, approval_required=approval_required, approvals_needed=needed
+    )

@@ -17,6 +17,7 @@ from signoff.core.definition import (
     ApprovalSpec,
     DenyRule,
     DisplayFormat,
+    Escalation,
     ExecutorMode,
     FieldDisplay,
     IdempotencySpec,
@@ -81,6 +82,10 @@ def definition_of(check: DocumentCheck, manifest: Manifest) -> ActionDefinition:
             count=spec.approval.approvers.count,
             expires_after=parse_duration(spec.approval.expires_after),
             amend=tuple(spec.approval.amend),
+            escalate=tuple(
+                Escalation(when=_condition(tier.when), count=tier.count)
+                for tier in spec.approval.escalate
+            ),
         )
     deny = tuple(
         DenyRule(when=_condition(rule.when), code=rule.code, message=rule.message)

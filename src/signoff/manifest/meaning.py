@@ -228,6 +228,9 @@ class DocumentCheck:
         for index in range(len(deny) if isinstance(deny, list) else 0):
             self.cel("spec", "policy", "deny", index, "when")
         self.cel("spec", "approval", "when")
+        escalate = self.at("spec", "approval", "escalate")
+        for index in range(len(escalate) if isinstance(escalate, list) else 0):
+            self.cel("spec", "approval", "escalate", index, "when")
         self.guard = self.hook("spec", "guard")
         self.preview = self.hook("spec", "preview", "python")
         self.check_executor()

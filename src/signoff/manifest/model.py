@@ -76,6 +76,13 @@ class Approvers(_Strict):
     """How many distinct approvers must approve."""
 
 
+class Escalate(_Strict):
+    when: Condition
+    """CEL: when true, at least ``count`` distinct approvers must approve."""
+    count: int = Field(ge=1, le=20)
+    """How many distinct approvers this tier needs."""
+
+
 class Approval(_Strict):
     when: Condition = DEFAULT_APPROVAL_WHEN
     """CEL (or true/false): when true, a human must approve first; false opts out explicitly."""
@@ -85,6 +92,8 @@ class Approval(_Strict):
     """A pending approval expires after this long: 90s, 30m, 24h, 7d, 1h30m."""
     amend: list[str] = []
     """Input fields an approver may change before approving (re-validated and re-checked)."""
+    escalate: list[Escalate] = []
+    """Higher tiers: when a rule matches the (possibly amended) input, more approvers decide."""
 
 
 class Preview(_Strict):

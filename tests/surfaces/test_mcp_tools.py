@@ -524,7 +524,7 @@ def test_the_advertised_output_schema_accepts_exactly_what_the_model_accepts(
     from pydantic import ValidationError
 
     from signoff.core.results import ActionOutcome
-    from signoff.surfaces.mcp.tools import outcome_schema
+    from signoff.surfaces.mcp.schemas import outcome_schema
 
     schema = outcome_schema()
     assert "$ref" not in json.dumps(schema)

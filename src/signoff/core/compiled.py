@@ -37,6 +37,7 @@ class CompiledAction:
     approval_when: CelExpression
     revision: str
     escalations: tuple[tuple[CelExpression, int], ...] = ()
+    output_validator: Draft202012Validator | None = None
 
     @property
     def id(self) -> str:
@@ -68,6 +69,14 @@ def compile_action(definition: ActionDefinition) -> CompiledAction:
     if validator is not None and definition.input_schema.get("type") != "object":
         problems.append(DefinitionProblem("input.type", "the input schema must have type: object"))
 
+    output_validator: Draft202012Validator | None = None
+    if definition.output_schema is not None:
+        try:
+            Draft202012Validator.check_schema(definition.output_schema)
+            output_validator = Draft202012Validator(definition.output_schema)
+        except SchemaError as exc:
+            problems.append(DefinitionProblem("output", f"invalid JSON Schema: {exc.message}"))
+
     resource = cel_at("resource", definition.resource) if definition.resource else None
     deny: list[tuple[DenyRule, CelExpression]] = []
     for index, rule in enumerate(definition.policy.deny):
@@ -91,7 +100,21 @@ def compile_action(definition: ActionDefinition) -> CompiledAction:
         approval_when=approval_when,
         revision=definition.revision(),
         escalations=tuple(escalations),
+        output_validator=output_validator,
     )
+
+
+def output_mismatch(action: CompiledAction, output: Any) -> str | None:
+    """Where a successful output breaks ``spec.output`` (``/invoice_id: ...``), or ``None``."""
+    if action.output_validator is None:
+        return None
+    errors = sorted(
+        action.output_validator.iter_errors(output), key=lambda e: list(map(str, e.path))
+    )
+    if not errors:
+        return None
+    first = errors[0]
+    return "/" + "/".join(str(p) for p in first.absolute_path) + ": " + str(first.message)
 
 
 def validate_input(action: CompiledAction, data: Any) -> list[dict[str, str]]:

@@ -164,6 +164,9 @@ class ActionDefinition(BaseModel):
     effect: Effect = Effect.WRITE
     risk: Risk = Risk.MEDIUM
     input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
+    output_schema: dict[str, Any] | None = Field(
+        default=None, description="JSON Schema of a successful output; outputs are checked."
+    )
     resource: str | None = None
     idempotency: IdempotencySpec = IdempotencySpec()
     policy: PolicySpec = PolicySpec()
@@ -189,6 +192,14 @@ class ActionDefinition(BaseModel):
         description="The executor is idempotent by operation id: safe to re-dispatch after a crash.",
     )
     results: dict[str, ResultMapping] = Field(default_factory=dict)
+    executor_codes: tuple[str, ...] | None = Field(
+        default=None,
+        description=(
+            "Codes the executor itself may answer with besides results (an HTTP executor's "
+            "built-ins). Set (even empty): any other code it returns is refused as ACTION_FAILED."
+            " None: the executor's codes are open."
+        ),
+    )
     sensitive_fields: tuple[str, ...] = ()
     display: dict[str, FieldDisplay] = Field(default_factory=dict)
     source: str | None = Field(default=None, description="Where it was declared (file:line).")

@@ -71,8 +71,11 @@ def definition_of(check: DocumentCheck, manifest: Manifest) -> ActionDefinition:
     """The definition of a clean document (shape and meaning both checked)."""
     spec, metadata = manifest.spec, manifest.metadata
     executor: Callable[..., Any] | None = check.executor
+    # A manifest's executor answers with its results: codes (or an HTTP executor's own) only.
+    executor_codes: tuple[str, ...] = ()
     if spec.executor.http is not None:
         executor = http_executor(check, manifest)
+        executor_codes = executor.declared_codes
     assert executor is not None
     approval = ApprovalSpec()
     if spec.approval is not None:
@@ -99,6 +102,7 @@ def definition_of(check: DocumentCheck, manifest: Manifest) -> ActionDefinition:
         effect=spec.effect,
         risk=spec.risk,
         input_schema=spec.input,
+        output_schema=spec.output,
         resource=spec.resource,
         idempotency=IdempotencySpec(key=spec.idempotency.key, scope=spec.idempotency.scope),
         policy=PolicySpec(roles=roles, deny=deny),
@@ -113,6 +117,7 @@ def definition_of(check: DocumentCheck, manifest: Manifest) -> ActionDefinition:
         timeout=parse_duration(spec.executor.timeout) if spec.executor.timeout else None,
         executor_idempotent=spec.executor.idempotent,
         results={code: _result(result) for code, result in spec.results.items()},
+        executor_codes=executor_codes,
         sensitive_fields=tuple(spec.sensitive),
         display={
             name: FieldDisplay(

@@ -126,7 +126,7 @@ def _subschemas(schema: Any, path: FieldPath) -> Iterator[tuple[dict[str, Any], 
 
 
 def check_input_schema(
-    document: Document, path: FieldPath, schema: dict[str, Any]
+    document: Document, path: FieldPath, schema: dict[str, Any], *, role: str = "input"
 ) -> list[ManifestProblem]:
     """Every metaschema violation, misspelt keywords, and the top-level ``type: object``."""
     problems = [
@@ -156,7 +156,8 @@ def check_input_schema(
             document.problem(
                 (*path, "type"),
                 ProblemCode.INVALID_JSON_SCHEMA,
-                "the input schema must have type: object (tool arguments are an object)",
+                f"the {role} schema must have type: object"
+                + (" (tool arguments are an object)" if role == "input" else ""),
                 key="type" in schema,
             )
         )

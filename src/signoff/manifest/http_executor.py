@@ -60,6 +60,21 @@ class HttpRequest:
     form: list[Pair] | None = None
 
 
+BUILT_IN_CODES = frozenset(
+    {
+        "HTTP_REQUEST_INVALID",
+        "HTTP_UNREACHABLE",
+        "HTTP_TIMEOUT",
+        "HTTP_CONNECTION_LOST",
+        "HTTP_RESPONSE_TOO_LARGE",
+        "HTTP_CLIENT_ERROR",
+        "HTTP_SERVER_ERROR",
+        "HTTP_UNEXPECTED_STATUS",
+    }
+)
+"""The codes ``send`` and the response classifier produce themselves (kept in step by a test)."""
+
+
 @dataclass(frozen=True, slots=True)
 class HttpExecutor:
     """An async executor calling ``url``; headers may hold secrets, so ``repr`` hides them.
@@ -80,6 +95,14 @@ class HttpExecutor:
     response: ResponseSpec = field(default_factory=ResponseSpec)
     deferred: bool = False
     """2xx means "accepted": the output is the receipt and completion is reported later."""
+
+    @property
+    def declared_codes(self) -> tuple[str, ...]:
+        """Every code this executor can answer with: its built-ins and the manifest's mappings."""
+        mapped = {rule.code for rule in self.response.codes} | set(
+            self.response.status_codes.values()
+        )
+        return tuple(sorted(BUILT_IN_CODES | mapped))
 
     def __post_init__(self) -> None:
         if self.method in BODYLESS_METHODS and self.body_kind == INPUT_BODY:

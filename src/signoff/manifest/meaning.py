@@ -223,6 +223,11 @@ class DocumentCheck:
         schema = self.at("spec", "input")
         if isinstance(schema, dict):
             self.problems.extend(check_input_schema(self.document, ("spec", "input"), schema))
+        output = self.at("spec", "output")
+        if isinstance(output, dict):
+            self.problems.extend(
+                check_input_schema(self.document, ("spec", "output"), output, role="output")
+            )
         self.cel("spec", "resource")
         deny = self.at("spec", "policy", "deny")
         for index in range(len(deny) if isinstance(deny, list) else 0):

@@ -193,6 +193,12 @@ class Spec(_Strict):
         json_schema_extra={"$ref": "https://json-schema.org/draft/2020-12/schema"},
     )
     """JSON Schema (2020-12) of the arguments; must have type: object. Omitted: no arguments."""
+    output: dict[str, Any] | None = Field(
+        default=None,
+        json_schema_extra={"$ref": "https://json-schema.org/draft/2020-12/schema"},
+    )
+    """JSON Schema (2020-12) of a successful output; must have type: object. It becomes the
+    tool's typed output schema, and an executor output that does not match it is refused."""
     resource: str | None = None
     """CEL: the canonical identity of the resource acted on, e.g. 'invoice/' + input.invoice_id."""
     idempotency: Idempotency = Idempotency()

@@ -20,6 +20,7 @@ from signoff.core.definition import Effect, KeyRequirement, tool_name
 from signoff.core.identity import Principal
 from signoff.core.policy import roles_allow
 from signoff.core.results import ActionOutcome
+from signoff.surfaces.mcp.schemas import action_outcome_schema, model_schema, outcome_schema
 
 GET_RUN = "signoff_get_run"
 CANCEL_RUN = "signoff_cancel_run"
@@ -54,43 +55,11 @@ class RunList(BaseModel):
 
 
 @cache
-def outcome_schema() -> dict[str, Any]:
-    return self_contained(ActionOutcome.model_json_schema(mode="serialization"))
-
-
-@cache
 def run_list_schema() -> dict[str, Any]:
-    return self_contained(RunList.model_json_schema(mode="serialization"))
-
-
-def self_contained(schema: dict[str, Any]) -> dict[str, Any]:
-    """The same constraints without ``$ref``s or nullable ``anyOf``s.
-
-    MCP clients validate every result against the output schema; with references resolved in
-    place and ``anyOf: [X, null]`` written as ``type: [X, "null"]`` that costs about half as much.
-    """
-    definitions: dict[str, Any] = schema.get("$defs", {})
-
-    def walk(node: Any) -> Any:
-        if isinstance(node, list):
-            return [walk(item) for item in node]
-        if not isinstance(node, dict):
-            return node
-        if "$ref" in node:
-            return walk(definitions[node["$ref"].rsplit("/", 1)[-1]])
-        out = {key: walk(value) for key, value in node.items() if key not in ("$defs", "title")}
-        options = out.get("anyOf")
-        if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
-            (other,) = [option for option in options if option != {"type": "null"}]
-            if isinstance(other, dict) and isinstance(other.get("type"), str):
-                del out["anyOf"]
-                out.update(other, type=[other["type"], "null"])
-                if "enum" in other:
-                    out["enum"] = [*other["enum"], None]
-        return out
-
-    flat: dict[str, Any] = walk(schema)
-    return flat
+    schema = model_schema(RunList)
+    schema["description"] = "Runs you may read, newest first."
+    schema["properties"]["runs"]["items"] = outcome_schema()
+    return schema
 
 
 def visible_to(action: CompiledAction, principal: Principal) -> bool:
@@ -110,7 +79,7 @@ def action_tool(action: CompiledAction) -> types.Tool:
         title=f"{definition.title} ({definition.id})" if definition.title else definition.id,
         description=description,
         input_schema=_with_idempotency_key(definition.input_schema, required=key_required),
-        output_schema=outcome_schema(),
+        output_schema=action_outcome_schema(action),
         annotations=types.ToolAnnotations(
             title=definition.title or None,
             read_only_hint=read_only,

@@ -39,6 +39,15 @@ HTTP_EXECUTOR = """\
       status_codes: {404: INVOICE_NOT_FOUND, 503: ERP_DOWN}
     idempotent: true
 """
+
+
+def _with_http() -> str:
+    """VALID with the HTTP executor, its mapped codes declared in spec.results."""
+    text = edited(PYTHON_EXECUTOR, HTTP_EXECUTOR)
+    declared = "    INVOICE_NOT_FOUND: {status: FAILED}\n    ERP_DOWN: {status: FAILED}\n"
+    return edited("  results:\n", "  results:\n" + declared, text)
+
+
 PYTHON_EXECUTOR = """\
   executor:
     python: tests.manifest.hooks:echo
@@ -112,7 +121,7 @@ def test_several_documents_in_one_file_are_several_actions(tmp_path: Path) -> No
 
 
 def test_http_executor_settings_and_environment_variables_are_applied(tmp_path: Path) -> None:
-    write(tmp_path, "a.yaml", edited(PYTHON_EXECUTOR, HTTP_EXECUTOR))
+    write(tmp_path, "a.yaml", _with_http())
     environ = {"TENANT_PATH": "acme", "ERP_TOKEN": "s3cret"}
 
     (action,) = load_manifest_dir(tmp_path, environ=environ)
@@ -132,7 +141,7 @@ def test_http_executor_settings_and_environment_variables_are_applied(tmp_path: 
 
 
 def test_an_environment_variable_overrides_its_default(tmp_path: Path) -> None:
-    write(tmp_path, "a.yaml", edited(PYTHON_EXECUTOR, HTTP_EXECUTOR))
+    write(tmp_path, "a.yaml", _with_http())
     environ = {"TENANT_PATH": "acme", "ERP_TOKEN": "t", "ERP_URL": "https://erp.example"}
 
     (action,) = load_manifest_dir(tmp_path, environ=environ)
@@ -142,7 +151,7 @@ def test_an_environment_variable_overrides_its_default(tmp_path: Path) -> None:
 
 
 def test_an_unset_variable_without_default_is_a_load_error(tmp_path: Path) -> None:
-    text = edited(PYTHON_EXECUTOR, HTTP_EXECUTOR)
+    text = _with_http()
     write(tmp_path, "a.yaml", text)
 
     problem = only_problem(tmp_path, environ={"TENANT_PATH": "acme"})

@@ -18,7 +18,7 @@ from signoff.manifest import http_executor as http_module
 from signoff.manifest.http_executor import BUILT_IN_CODES
 from signoff.store.memory import InMemoryStore
 from signoff.surfaces.mcp import SignoffMCP, fixed_identity, make_caller
-from tests.manifest.support import VALID, edited, only_problem, write
+from tests.manifest.support import edited, only_problem, write
 from tests.surfaces.support import check_output, tool_named
 from tests.surfaces.test_tool_names import demo_surface
 
@@ -89,7 +89,7 @@ async def test_real_outcomes_of_every_kind_validate_against_the_typed_schema(
 ) -> None:
     async with Client(typed_surface(tmp_path).server) as client:
         tool = tool_named((await client.list_tools()).tools, "demo_act")
-        calls = [
+        calls: list[dict[str, Any]] = [
             {"invoice_id": "INV-1", "amount": 10.0, "idempotency_key": "a"},
             {"invoice_id": "INV-1", "amount": 5000.0, "idempotency_key": "b"},
             {"invoice_id": "INV-1", "amount": 500000.0, "idempotency_key": "c"},
@@ -127,7 +127,11 @@ async def test_the_typed_schema_refuses_a_succeeded_output_of_another_shape(
 def test_an_output_schema_that_is_not_a_valid_json_schema_is_a_manifest_error(
     tmp_path: Path,
 ) -> None:
-    write(tmp_path / "m", "a.yaml", edited("      echo: {type: object}", "      echo: {type: 5}", TYPED))
+    write(
+        tmp_path / "m",
+        "a.yaml",
+        edited("      echo: {type: object}", "      echo: {type: 5}", TYPED),
+    )
     problem = only_problem(tmp_path / "m")
     assert problem.code is ProblemCode.INVALID_JSON_SCHEMA
     assert problem.path.startswith("spec.output")

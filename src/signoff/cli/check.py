@@ -19,6 +19,7 @@ from signoff.manifest import (
     run_cases,
     shipped_schema_text,
 )
+from signoff.manifest.yaml_hints import excerpt
 
 
 def approval_rule(action: LoadedAction) -> str:
@@ -59,6 +60,9 @@ def check_manifests(source: Path, out: Console, err: Console) -> int:
     except ManifestErrors as exc:
         for problem in exc.problems:
             err.print(str(problem), markup=False, highlight=False, soft_wrap=True)
+            shown = excerpt(problem)
+            if shown is not None:
+                err.print(shown, markup=False, highlight=False, soft_wrap=True)
         files = len({problem.file for problem in exc.problems})
         count = len(exc.problems)
         err.print(

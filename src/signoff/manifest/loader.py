@@ -12,6 +12,7 @@ from signoff.core.definition import tool_name
 from signoff.manifest.build import LoadedAction, build_action
 from signoff.manifest.errors import ManifestErrors, ManifestProblem, ProblemCode
 from signoff.manifest.hooks import add_import_root
+from signoff.manifest.lint import split_values
 from signoff.manifest.meaning import check_document
 from signoff.manifest.shape import check_shape
 from signoff.manifest.source import Document, read_documents
@@ -82,6 +83,8 @@ def load_manifests(source: Path | str, *, environ: Mapping[str, str] | None = No
             continue
         documents, syntax = read_documents(str(path), text)
         problems.extend(syntax)
+        for document in documents:
+            problems.extend(split_values(document, text))
         for document in documents:
             manifest, shape = check_shape(document)
             build = check_document(document, environ)

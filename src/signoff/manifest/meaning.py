@@ -17,6 +17,7 @@ from signoff.manifest.env import substitute
 from signoff.manifest.errors import ManifestProblem, ProblemCode
 from signoff.manifest.hooks import HookImportError, import_hook
 from signoff.manifest.http_checks import check_http
+from signoff.manifest.lint import cel_type_errors, required_undeclared, undeclared_status_codes
 from signoff.manifest.model import HOOK_PATTERN
 from signoff.manifest.source import Document, FieldPath
 
@@ -240,6 +241,39 @@ class DocumentCheck:
         self.preview = self.hook("spec", "preview", "python")
         self.check_executor()
         self.check_rest()
+        self.check_lint()
+
+    def check_lint(self) -> None:
+        """What loads but does not mean what was written (``lint``)."""
+        schema = self.at("spec", "input")
+        self.problems.extend(required_undeclared(self.document, schema))
+        action = {
+            "id": str(self.at("metadata", "id")),
+            "effect": str(self.at("spec", "effect")),
+            "risk": str(self.at("spec", "risk")),
+        }
+        deny = self.at("spec", "policy", "deny")
+        paths: list[FieldPath] = [("spec", "resource"), ("spec", "approval", "when")]
+        paths += (
+            [("spec", "policy", "deny", i, "when") for i in range(len(deny))]
+            if isinstance(deny, list)
+            else []
+        )
+        schema_broken = any(
+            p.code is ProblemCode.INVALID_JSON_SCHEMA and p.path.startswith("spec.input")
+            for p in self.problems
+        )
+        for path in paths if not schema_broken else ():
+            source = self.at(*path)
+            if isinstance(source, str):
+                self.problems.extend(cel_type_errors(self.document, path, source, schema, action))
+        self.problems.extend(
+            undeclared_status_codes(
+                self.document,
+                self.at("spec", "executor", "http", "status_codes"),
+                self.at("spec", "results"),
+            )
+        )
 
 
 def check_document(document: Document, environ: Mapping[str, str]) -> DocumentCheck:

@@ -16,6 +16,7 @@ from yaml.constructor import ConstructorError, SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from signoff.manifest.errors import ManifestProblem, ProblemCode, format_path
+from signoff.manifest.yaml_hints import syntax_problem
 
 FieldPath = tuple[str | int, ...]
 
@@ -145,12 +146,7 @@ def read_documents(file: str, text: str) -> tuple[list[Document], list[ManifestP
             documents.append(document)
             index += 1
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line, column = (mark.line + 1, mark.column + 1) if mark is not None else (None, None)
-        reason = " ".join(part for part in (exc.context, exc.problem) if part)
-        problems.append(
-            ManifestProblem(file, line, column, "", ProblemCode.YAML_SYNTAX, reason or str(exc))
-        )
+        problems.append(syntax_problem(file, text, exc))
     except yaml.YAMLError as exc:  # pragma: no cover - e.g. reader errors on control characters
         problems.append(ManifestProblem(file, None, None, "", ProblemCode.YAML_SYNTAX, str(exc)))
     return documents, problems

@@ -37,7 +37,7 @@ class CompiledAction:
     approval_when: CelExpression
     revision: str
     escalations: tuple[tuple[CelExpression, int], ...] = ()
-    output_validator: Draft202012Validator | None = None
+    output_validator: InputValidator | None = None
 
     @property
     def id(self) -> str:
@@ -69,13 +69,14 @@ def compile_action(definition: ActionDefinition) -> CompiledAction:
     if validator is not None and definition.input_schema.get("type") != "object":
         problems.append(DefinitionProblem("input.type", "the input schema must have type: object"))
 
-    output_validator: Draft202012Validator | None = None
+    output_validator: InputValidator | None = None
     if definition.output_schema is not None:
         try:
-            Draft202012Validator.check_schema(definition.output_schema)
-            output_validator = Draft202012Validator(definition.output_schema)
-        except SchemaError as exc:
-            problems.append(DefinitionProblem("output", f"invalid JSON Schema: {exc.message}"))
+            output_validator = compile_schema(definition.output_schema, definition.sensitive_fields)
+        except SchemaInvalid as exc:
+            problems.append(
+                DefinitionProblem("output", f"invalid JSON Schema: {exc.problem.message}")
+            )
 
     resource = cel_at("resource", definition.resource) if definition.resource else None
     deny: list[tuple[DenyRule, CelExpression]] = []
@@ -108,13 +109,8 @@ def output_mismatch(action: CompiledAction, output: Any) -> str | None:
     """Where a successful output breaks ``spec.output`` (``/invoice_id: ...``), or ``None``."""
     if action.output_validator is None:
         return None
-    errors = sorted(
-        action.output_validator.iter_errors(output), key=lambda e: list(map(str, e.path))
-    )
-    if not errors:
-        return None
-    first = errors[0]
-    return "/" + "/".join(str(p) for p in first.absolute_path) + ": " + str(first.message)
+    errors = action.output_validator.errors(output)
+    return f"{errors[0]['path']}: {errors[0]['message']}" if errors else None
 
 
 def validate_input(action: CompiledAction, data: Any) -> list[dict[str, str]]:

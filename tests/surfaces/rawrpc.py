@@ -15,7 +15,15 @@ from typing import Any
 import httpx2
 
 MODERN = "2026-07-28"
-_NAME_PARAM = {"tools/call": "name", "resources/read": "uri", "prompts/get": "name"}
+_NAME_PARAM = {
+    "tools/call": "name",
+    "resources/read": "uri",
+    "prompts/get": "name",
+    # The tasks extension: Mcp-Name carries the task id, so a load balancer can route on it.
+    "tasks/get": "taskId",
+    "tasks/cancel": "taskId",
+    "tasks/update": "taskId",
+}
 _ids = itertools.count(1)
 
 

@@ -91,9 +91,12 @@ def demo(
         _print_instructions(state, public_url, secret, database, manifests_dir)
         notifications.use_links(application.runtime, application.store.links)
         web = build_web(application.runtime, web_config, auth.verifier, notifications)
-        app = build_http_app(
-            application.runtime, auth, HttpOptions(routes=web.routes, lifespan=web.lifespan)
+        options = HttpOptions(
+            routes=web.routes,
+            lifespan=web.lifespan,
+            task_secret=_secret(state / "task-secret").encode(),
         )
+        app = build_http_app(application.runtime, auth, options)
         async with reloading(application, signoff_mcp(app), enabled=True):
             await serve_http(app, host, port, log_level="warning", sockets=[listener])
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import sys
 from enum import StrEnum
@@ -39,8 +40,11 @@ from signoff.surfaces.mcp.http import (
 from signoff.surfaces.mcp.identity import Caller, IdentityError, fixed_identity, make_caller
 from signoff.surfaces.mcp.server import SignoffMCP
 from signoff.surfaces.mcp.serving import serve_http, serve_stdio
+from signoff.surfaces.mcp.tasks import task_secret_from_env
 from signoff.surfaces.scopes import ScopeConfigError, Scopes
 from signoff.surfaces.web import WebConfig, WebConfigError, WebNotifications, build_web
+
+logger = logging.getLogger(__name__)
 
 
 class Transport(StrEnum):
@@ -122,10 +126,15 @@ def serve(
     if transport is Transport.STDIO:
         caller = _caller_or_exit(principal, tenant, roles)
         _log_to_stderr()
-        serve_application(database, manifests, lambda app: _stdio(app, caller, reload))
+        try:
+            secret = task_secret_from_env(os.environ)
+        except ValueError as exc:
+            misconfigured(str(exc))
+        serve_application(database, manifests, lambda app: _stdio(app, caller, reload, secret))
         return
 
     auth: HttpAuth
+    jwt_secret: str | None = None
     if fixed_identity:
         if not is_loopback(host):
             misconfigured("--fixed-identity is only allowed with a loopback --host")
@@ -141,6 +150,7 @@ def serve(
                 "SIGNOFF_JWT_PUBLIC_KEY or SIGNOFF_JWT_JWKS (or use --fixed-identity on loopback)",
                 "AUTH_NOT_CONFIGURED",
             )
+        jwt_secret = config.secret
         url = public_url or f"http://{_url_host(host)}:{port}"
         try:
             auth = BearerAuth(
@@ -157,7 +167,15 @@ def serve(
         )
     except (WebConfigError, ScopeConfigError) as exc:
         misconfigured(str(exc))
-    options = HttpOptions(allowed_hosts=tuple(allowed_host or ()))
+    try:
+        task_secret = task_secret_from_env(os.environ, jwt_secret)
+    except ValueError as exc:
+        misconfigured(str(exc))
+    if task_secret is None:
+        logger.warning(
+            "SIGNOFF_TASK_SECRET is not set: MCP task ids are valid for this process only"
+        )
+    options = HttpOptions(allowed_hosts=tuple(allowed_host or ()), task_secret=task_secret)
     notifications = WebNotifications(web)
     serve_application(
         database,
@@ -167,8 +185,10 @@ def serve(
     )
 
 
-async def _stdio(application: Application, caller: Caller, reload: bool) -> None:
-    surface = SignoffMCP(application.runtime, fixed_identity(caller))
+async def _stdio(
+    application: Application, caller: Caller, reload: bool, task_secret: bytes | None
+) -> None:
+    surface = SignoffMCP(application.runtime, fixed_identity(caller), task_secret=task_secret)
     async with reloading(application, surface, enabled=reload):
         await serve_stdio(surface)
 

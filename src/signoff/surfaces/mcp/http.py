@@ -80,6 +80,8 @@ class HttpOptions:
     middleware: Sequence[Middleware] = ()
     lifespan: Callable[[Starlette], AbstractAsyncContextManager[None]] | None = None
     debug: bool = False
+    task_secret: bytes | None = field(default=None, repr=False)
+    """Keys MCP task ids; the same on every instance (``tasks.task_secret_from_env``)."""
 
 
 def authorization_servers(env: Mapping[str, str], issuer: str | None) -> list[str]:
@@ -115,9 +117,9 @@ def build_http_app(
     if isinstance(auth, FixedIdentity):
         if not is_loopback(auth.host):
             raise ValueError("a fixed HTTP identity is only allowed on a loopback address")
-        surface = SignoffMCP(runtime, fixed_identity(auth.caller))
+        surface = SignoffMCP(runtime, fixed_identity(auth.caller), task_secret=options.task_secret)
     else:
-        surface = SignoffMCP(runtime, bearer_identity)
+        surface = SignoffMCP(runtime, bearer_identity, task_secret=options.task_secret)
 
     manager = StreamableHTTPSessionManager(
         app=surface.server,

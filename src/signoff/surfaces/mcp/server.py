@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -37,6 +38,7 @@ from signoff.core.runtime import Runtime
 from signoff.surfaces.mcp import tools
 from signoff.surfaces.mcp.identity import Caller, Identify
 from signoff.surfaces.mcp.runs import RunQueries
+from signoff.surfaces.mcp.tasks import TaskIds, Tasks, declared
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +73,16 @@ class _Server(Server[Any]):
 class SignoffMCP:
     """The MCP surface of one runtime. ``identify`` says who each request comes from."""
 
-    def __init__(self, runtime: Runtime, identify: Identify, *, name: str = "signoff") -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        identify: Identify,
+        *,
+        name: str = "signoff",
+        task_secret: bytes | None = None,
+    ) -> None:
+        """``task_secret`` keys task ids; share it between instances and keep it across restarts
+        (without it a random one is used, valid for this process only)."""
         self.runtime = runtime
         self._identify = identify
         self._runs = RunQueries(runtime)
@@ -95,13 +106,18 @@ class SignoffMCP:
             instructions=INSTRUCTIONS,
             get_tool_input_schema=self._input_schema,
             on_list_tools=self._list_tools,
-            on_call_tool=self._call_tool,
             on_list_resources=self._list_resources,
             on_list_resource_templates=self._list_resource_templates,
             on_read_resource=self._read_resource,
             on_subscriptions_listen=ListenHandler(self._bus),
         )
+        # Registered directly: to a client that declared the tasks extension, a call may answer
+        # a CreateTaskResult instead of a CallToolResult (``on_call_tool`` types only the latter).
+        self.server.add_request_handler("tools/call", types.CallToolRequestParams, self._call_tool)
         self.server.middleware.append(self._track_legacy_connection)
+        ids = TaskIds(task_secret if task_secret is not None else secrets.token_bytes(32))
+        self._tasks = Tasks(runtime, self._runs, ids, self._caller, _outcome_result)
+        self._tasks.register(self.server)
 
     # ------------------------------------------------------------------ identity
     def _caller(self, ctx: ServerRequestContext[Any, Any]) -> Caller:
@@ -142,7 +158,7 @@ class SignoffMCP:
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | dict[str, Any]:
         caller = self._caller(ctx)
         arguments = dict(params.arguments or {})
         builtin = self._builtins.get(params.name)
@@ -169,6 +185,9 @@ class SignoffMCP:
         # An unknown name goes to the pipeline as it is: it records ACTION_NOT_REGISTERED.
         action_id = action.id if action is not None else params.name
         outcome = await self.propose(caller, action_id, arguments)
+        if not outcome.status.is_final and outcome.run_id and declared(ctx):
+            # The run is committed (the runtime answers only after that): hand out its task.
+            return await self._tasks.created(caller, outcome)
         return _tool_result(outcome, is_error=outcome.is_error)
 
     async def propose(
@@ -318,6 +337,12 @@ def _internal(operation: str) -> MCPError:
         message=f"signoff could not answer this request [{Code.ACTION_RUNTIME_FAILED}].",
         data={"code": Code.ACTION_RUNTIME_FAILED},
     )
+
+
+def _outcome_result(outcome: ActionOutcome) -> dict[str, Any]:
+    """The tool result of ``outcome`` in wire form (what a task's ``result`` carries)."""
+    result = _tool_result(outcome, is_error=outcome.is_error)
+    return result.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 def _tool_result(model: BaseModel, *, is_error: bool) -> types.CallToolResult:

@@ -27,7 +27,7 @@ from tests.surfaces.rawrpc import RawClient
 from tests.surfaces.support import lookup_definition, running
 
 SECRET = b"a-task-secret-for-the-tests"
-TASKS = {"extensions": {EXTENSION: {}}}
+TASKS: dict[str, Any] = {"extensions": {EXTENSION: {}}}
 LARGE = {"invoice_id": "INV-2", "amount": 5000, "idempotency_key": "k-2"}
 SMALL = {"invoice_id": "INV-1", "amount": 10, "idempotency_key": "k-1"}
 DAY_MS = 24 * 3600 * 1000

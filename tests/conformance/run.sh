@@ -5,8 +5,8 @@
 # by tests/conformance/install.sh (`make tools`, a step of `make test`); run by hand, this script
 # runs that first (it prints what it downloads). Under pytest it never installs
 # (SIGNOFF_CONFORMANCE_NO_INSTALL). Starts signoff on a free loopback port with an explicit test
-# identity (the suite sends no credentials; --fixed-identity is refused off loopback), runs the
-# active suite and compares it with tests/conformance/baseline.yml (expected failures, each with
+# identity (the suite sends no credentials; --fixed-identity is refused off loopback), runs all
+# scenarios (active and pending) and compares it with tests/conformance/baseline.yml (expected failures, each with
 # its reason).
 #
 # Usage: tests/conformance/run.sh [extra conformance-cli args, e.g. --scenario ping]
@@ -53,7 +53,7 @@ for _ in $(seq 1 150); do
 done
 
 status=0
-"$NODE" "$SUITE" server --url "$URL" --expected-failures "$HERE/baseline.yml" -o "$OUT" "$@" || status=$?
+"$NODE" "$SUITE" server --url "$URL" --suite all --expected-failures "$HERE/baseline.yml" -o "$OUT" "$@" || status=$?
 if [ "$status" -ne 0 ]; then
     echo "conformance: failed (results in $OUT); server log:" >&2
     cat "$LOG" >&2

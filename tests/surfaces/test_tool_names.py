@@ -117,3 +117,21 @@ async def test_every_demo_input_schema_property_is_a_schema_not_a_stray_yaml_key
     assert stray == []
     amount = tool_named(listed, "invoice_cancel").input_schema["properties"]["amount"]
     assert amount["description"] == "The invoice amount in EUR, as on the invoice."
+
+
+async def test_the_tool_list_is_private_uncached_and_in_a_deterministic_order() -> None:
+    app = build_http_app(
+        demo_surface().runtime,
+        FixedIdentity(make_caller("agent-1", "acme", EVERY_ROLE), "127.0.0.1"),
+    )
+    async with running(app) as url, httpx2.AsyncClient() as http:
+        client = RawClient(http, url)
+        first, second = await client.call("tools/list"), await client.call("tools/list")
+    listed = first["result"]
+    # The list depends on the caller's roles and on reloads: never shared, never reused.
+    assert (listed["cacheScope"], listed["ttlMs"]) == ("private", 0)
+    names = [tool["name"] for tool in listed["tools"]]
+    assert names == [tool["name"] for tool in second["result"]["tools"]]
+    actions = [tool["_meta"]["signoff/action"] for tool in listed["tools"] if "_meta" in tool]
+    assert actions == sorted(actions)
+    assert names[len(actions) :] == ["signoff_get_run", "signoff_cancel_run", "signoff_list_runs"]

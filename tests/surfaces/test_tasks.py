@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
@@ -234,3 +235,35 @@ def test_a_run_signoff_itself_failed_is_a_failed_task_with_a_json_rpc_error() ->
     assert state["status"] == "failed" and "result" not in state
     assert state["error"]["code"] == types.INTERNAL_ERROR
     assert state["error"]["data"]["code"] == Code.ACTION_RUNTIME_FAILED
+
+
+async def test_background_work_is_a_working_task_until_the_executor_finishes() -> None:
+    from signoff.core.definition import ExecutorMode
+    from signoff.surfaces.mcp.tasks import WORK_POLL_MS
+    from tests.helpers import NO_APPROVAL
+    from tests.surfaces.support import DEADLINE, Gate
+
+    def _missing() -> Any:
+        raise AssertionError("the run disappeared")
+
+    gate = Gate()
+    background = lookup_definition(gate, id="invoice.remind", mode=ExecutorMode.ASYNC)
+    rt = Runtime(ActionRegistry([definition(Recorder()), background]), InMemoryStore())
+    assert background.approval == NO_APPROVAL
+    async with serving(rt) as client:
+        reply = await client.call(
+            "tools/call", {"name": "invoice_remind", "arguments": {"invoice_id": "INV-1"}}
+        )
+        created = reply["result"]
+        await gate.wait_started()
+        working = await get_task(client, created["taskId"])
+        gate.release.set()
+        run_id = created["taskId"].rpartition(".")[0]
+        async with asyncio.timeout(DEADLINE):
+            while not (await rt.wait(run_id, "acme", DEADLINE) or _missing()).status.is_final:
+                pass
+        done = await get_task(client, created["taskId"])
+    assert (created["resultType"], created["status"]) == ("task", "working")
+    assert (working["status"], working["pollIntervalMs"]) == ("working", WORK_POLL_MS)
+    assert done["status"] == "completed"
+    assert done["result"]["structuredContent"]["output"] == {"released": True}

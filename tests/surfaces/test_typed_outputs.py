@@ -162,3 +162,62 @@ def test_a_programmatic_action_with_open_codes_keeps_a_plain_string_code() -> No
     schema = action_outcome_schema(action)
     assert "enum" not in schema["properties"]["code"]
     assert json.dumps(schema) == json.dumps(action_outcome_schema(action))
+
+
+ENFORCED = TYPED.replace(
+    "tests.manifest.hooks:echo", "tests.surfaces.typed_hooks:by_input"
+).replace("tests.manifest.hooks:allow", "tests.surfaces.typed_hooks:deny_undeclared")
+
+
+async def _call(tmp_path: Path, note: str) -> tuple[dict[str, Any], list[str | None]]:
+    write(tmp_path / "manifests", "typed.yaml", ENFORCED)
+    registry = ActionRegistry(load_manifest_dir(tmp_path / "manifests"))
+    runtime = Runtime(registry, InMemoryStore())
+    surface = SignoffMCP(runtime, fixed_identity(make_caller("agent-1", "acme", "billing")))
+    async with Client(surface.server) as client:
+        tool = tool_named((await client.list_tools()).tools, "demo_act")
+        arguments = {"invoice_id": "INV-1", "amount": 10.0, "note": note, "idempotency_key": note}
+        outcome = check_output(tool, await client.call_tool("demo_act", arguments))
+    async with runtime.store.unit() as unit:
+        events = await unit.audit.list_for_run(outcome["run_id"])
+    return outcome, [event.code for event in events]
+
+
+async def test_an_output_of_the_declared_shape_succeeds(tmp_path: Path) -> None:
+    outcome, _ = await _call(tmp_path, "fine")
+    assert outcome["code"] == Code.SUCCEEDED
+    assert outcome["output"]["echo"]["note"] == "fine"
+
+
+async def test_an_executor_output_of_another_shape_is_action_failed_for_review(
+    tmp_path: Path,
+) -> None:
+    outcome, codes = await _call(tmp_path, "wrong-shape")
+    assert (outcome["status"], outcome["code"], outcome["retry"]) == (
+        "FAILED",
+        Code.ACTION_FAILED,
+        "MANUAL_REVIEW",
+    )
+    assert "R-1" not in outcome["message"]
+    assert outcome["output"] is None
+    assert codes[-1] == Code.ACTION_FAILED  # the run's audit trail records the refusal
+
+
+async def test_an_executor_code_the_manifest_does_not_declare_is_action_failed(
+    tmp_path: Path,
+) -> None:
+    outcome, _ = await _call(tmp_path, "code:INVOICE_LOCKED")
+    assert (outcome["code"], outcome["retry"]) == (Code.ACTION_FAILED, "MANUAL_REVIEW")
+    assert "INVOICE_LOCKED" in outcome["message"]
+
+
+async def test_a_declared_executor_code_keeps_its_mapping(tmp_path: Path) -> None:
+    outcome, _ = await _call(tmp_path, "code:INVOICE_ALREADY_PAID")
+    assert (outcome["code"], outcome["retry"]) == ("INVOICE_ALREADY_PAID", "NEVER")
+
+
+async def test_a_guard_code_the_manifest_does_not_declare_is_pre_execution_denied(
+    tmp_path: Path,
+) -> None:
+    outcome, _ = await _call(tmp_path, "guard")
+    assert (outcome["status"], outcome["code"]) == ("DENIED", Code.PRE_EXECUTION_DENIED)

@@ -9,6 +9,7 @@ from typing import Any
 
 from signoff.core.cel_expr import CelCompileError, CelExpression, compile_cel
 from signoff.core.definition import ActionDefinition, DenyRule, tool_name
+from signoff.core.possible import possible_codes
 from signoff.core.validation import InputValidator, SchemaInvalid, compile_schema
 
 
@@ -38,6 +39,8 @@ class CompiledAction:
     revision: str
     escalations: tuple[tuple[CelExpression, int], ...] = ()
     output_validator: InputValidator | None = None
+    codes: frozenset[str] | None = None
+    """Every code a call can answer with (``possible_codes``); ``None``: open."""
 
     @property
     def id(self) -> str:
@@ -102,6 +105,7 @@ def compile_action(definition: ActionDefinition) -> CompiledAction:
         revision=definition.revision(),
         escalations=tuple(escalations),
         output_validator=output_validator,
+        codes=frozenset(codes) if (codes := possible_codes(definition)) is not None else None,
     )
 
 

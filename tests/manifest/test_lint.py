@@ -147,3 +147,30 @@ def test_check_prints_the_source_line_with_a_caret_under_the_column(tmp_path: Pa
 
 def test_the_demo_manifests_have_no_lint_findings() -> None:
     assert len(load_manifests(ROOT / "manifests").actions) == 4
+
+
+def test_a_plain_value_with_a_colon_is_told_to_be_quoted(manifests: Path) -> None:
+    text = edited("  title: Demo", "  title: Demo: now")
+    write(manifests, "a.yaml", text)
+
+    problem = only_problem(manifests)
+
+    assert problem.code is ProblemCode.YAML_SYNTAX
+    assert (problem.line, problem.column) == (
+        line_of(text, "Demo: now"),
+        text.splitlines()[line_of(text, "Demo: now") - 1].rindex(":") + 1,
+    )
+    assert "must be quoted" in problem.message
+
+
+def test_a_key_indented_into_the_mapping_above_is_named_with_where_it_belongs(
+    manifests: Path,
+) -> None:
+    text = edited("  guard: tests", "    guard: tests")
+    write(manifests, "a.yaml", text)
+
+    problem = only_problem(manifests)
+
+    assert (problem.code, problem.path) == (ProblemCode.UNKNOWN_FIELD, "spec.approval.guard")
+    assert problem.line == line_of(text, "    guard: tests")
+    assert "field of spec: is it indented too far?" in problem.message

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from signoff.core.definition import ACTION_ID_PATTERN
-from signoff.manifest.errors import ManifestProblem, ProblemCode
+from signoff.manifest.errors import ManifestProblem, ProblemCode, format_path
 from signoff.manifest.model import CODE_PATTERN, DURATION_PATTERN, HOOK_PATTERN, Manifest
 from signoff.manifest.schema import allowed_fields
 from signoff.manifest.source import Document, FieldPath
@@ -72,7 +72,7 @@ def _problem(document: Document, path: FieldPath, error: ErrorDetails) -> Manife
         return document.problem(path, ProblemCode.UNKNOWN_FIELD, _MOVED[path], key=True)
     if kind == "extra_forbidden":
         name = str(path[-1]) if path else "?"
-        hint = suggest(name, allowed_fields(path[:-1]))
+        hint = suggest(name, allowed_fields(path[:-1])) or _misplaced(name, path)
         return document.problem(
             path, ProblemCode.UNKNOWN_FIELD, f"unknown field {name!r}{hint}", key=True
         )
@@ -94,6 +94,16 @@ def _problem(document: Document, path: FieldPath, error: ErrorDetails) -> Manife
     return document.problem(
         path, ProblemCode.INVALID_VALUE, f"{message} (got {error['input']!r})", key=on_key
     )
+
+
+def _misplaced(name: str, path: FieldPath) -> str:
+    """``name`` belongs to an enclosing mapping: the key is most likely indented too far."""
+    for end in range(len(path) - 2, -1, -1):
+        owner = path[:end]
+        if name in allowed_fields(owner):
+            where = format_path(owner) or "the top level"
+            return f"; {name!r} is a field of {where}: is it indented too far?"
+    return ""
 
 
 def check_shape(document: Document) -> tuple[Manifest | None, list[ManifestProblem]]:

@@ -40,11 +40,23 @@ def syntax_problem(file: str, text: str, exc: yaml.MarkedYAMLError) -> ManifestP
         hint = "YAML indents with spaces only; replace the tab"
     elif "expected ',' or '}'" in problem and exc.context_mark is not None:
         hint = f"the '{{' on line {exc.context_mark.line + 1} is not closed on its line"
+    elif "mapping values" in problem and _second_colon(lines, line, column):
+        hint = "a value containing ': ' must be quoted (message: \"Note: ...\")"
     elif any(marker in problem for marker in _INDENTATION) and 0 < line <= len(lines):
         hint = _indentation_hint(lines, line)
         column = _indent(lines[line - 1]) + 1
     message = f"{reason}; hint: {hint}" if hint else reason
     return ManifestProblem(file, line, column, "", ProblemCode.YAML_SYNTAX, message)
+
+
+def _second_colon(lines: list[str], line: int, column: int) -> bool:
+    """The error sits at a ':' after the line's own key: a plain value with ': ' in it."""
+    if not 0 < line <= len(lines):
+        return False
+    text = lines[line - 1]
+    first = text.find(": ")
+    at = column - 1  # 0-based index of the ':' PyYAML stopped at
+    return 0 <= first < at < len(text) and text[at] == ":"
 
 
 def _indent(text: str) -> int:

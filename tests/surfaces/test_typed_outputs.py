@@ -158,7 +158,7 @@ def test_a_programmatic_action_with_open_codes_keeps_a_plain_string_code() -> No
     from signoff.surfaces.mcp.schemas import action_outcome_schema
     from tests.surfaces.support import world
 
-    (action,) = [a for a in world().runtime.registry.all() if a.id == "invoice.get"]
+    (action,) = [a for a in world().runtime.actions() if a.id == "invoice.get"]
     schema = action_outcome_schema(action)
     assert "enum" not in schema["properties"]["code"]
     assert json.dumps(schema) == json.dumps(action_outcome_schema(action))
@@ -178,8 +178,7 @@ async def _call(tmp_path: Path, note: str) -> tuple[dict[str, Any], list[str | N
         tool = tool_named((await client.list_tools()).tools, "demo_act")
         arguments = {"invoice_id": "INV-1", "amount": 10.0, "note": note, "idempotency_key": note}
         outcome = check_output(tool, await client.call_tool("demo_act", arguments))
-    async with runtime.store.unit() as unit:
-        events = await unit.audit.list_for_run(outcome["run_id"])
+    events = await runtime.audit_trail(outcome["run_id"], "acme")
     return outcome, [event.code for event in events]
 
 

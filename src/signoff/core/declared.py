@@ -9,8 +9,8 @@ to the agent, so an answer outside it is the executor's mistake, never the agent
 - a ``SUCCEEDED`` output that does not match ``spec.output`` is ``ACTION_FAILED`` /
   ``MANUAL_REVIEW``: the effect happened, but what came back is not what was promised.
 
-The message names the code or the output path (never the value); the result is recorded in the
-run's audit trail like any other. Programmatic definitions (``executor_codes=None``) and actions
+The message names the code or the output path (never the value); the operator detail (the
+validator's message, masked for ``sensitive`` fields) goes to the run's audit trail only. Programmatic definitions (``executor_codes=None``) and actions
 without ``spec.output`` are not checked.
 """
 
@@ -32,7 +32,7 @@ def checked_result(action: CompiledAction, result: ExecutionResult) -> Execution
             Code.ACTION_FAILED,
             f"The executor answered with {result.code}, which this action does not declare; "
             "its effect may have happened.",
-        )
+        ).model_copy(update={"detail": f"undeclared code {result.code}: {result.message}"})
     if result.status is ExecutionStatus.SUCCEEDED and action.output_validator is not None:
         mismatch = output_mismatch(action, result.output if result.output is not None else {})
         if mismatch is not None:
@@ -41,7 +41,7 @@ def checked_result(action: CompiledAction, result: ExecutionResult) -> Execution
                 Code.ACTION_FAILED,
                 f"The executor's output does not match the action's declared output (at {where}); "
                 "its effect happened.",
-            )
+            ).model_copy(update={"detail": f"output does not match spec.output: {mismatch}"})
     return result
 
 

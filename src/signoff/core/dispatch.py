@@ -14,6 +14,7 @@ from typing import Any
 
 from signoff.core.codes import Code, ExecutionStatus
 from signoff.core.compiled import CompiledAction
+from signoff.core.declared import checked_decision, checked_result
 from signoff.core.definition import Hook
 from signoff.core.disclosure import exception_detail
 from signoff.core.results import ExecutionContext, ExecutionResult, GuardDecision
@@ -65,7 +66,7 @@ async def run_guard(action: CompiledAction, context: ExecutionContext) -> GuardD
         log.exception("run %s: the pre-execution guard raised", context.run_id)
         return GuardDecision.deny(Code.PRE_EXECUTION_DENIED, "The pre-execution check failed.")
     if isinstance(decision, GuardDecision):
-        return decision
+        return checked_decision(action, decision)
     if decision is True:
         return GuardDecision.allow()
     return GuardDecision.deny(Code.PRE_EXECUTION_DENIED, "guard returned no GuardDecision")
@@ -104,7 +105,7 @@ def normalize_result(action: CompiledAction, value: Any) -> ExecutionResult:
             return ExecutionResult.manual_review_failure(
                 Code.ACTION_FAILED, "executor output is not JSON-serialisable"
             )
-    return result
+    return checked_result(action, result)
 
 
 async def run_executor(action: CompiledAction, context: ExecutionContext) -> ExecutionResult:

@@ -135,3 +135,16 @@ async def test_the_tool_list_is_private_uncached_and_in_a_deterministic_order() 
     actions = [tool["_meta"]["signoff/action"] for tool in listed["tools"] if "_meta" in tool]
     assert actions == sorted(actions)
     assert names[len(actions) :] == ["signoff_get_run", "signoff_cancel_run", "signoff_list_runs"]
+
+
+async def test_a_call_by_the_dotted_action_id_still_reaches_the_action_unlisted() -> None:
+    w = world()
+    async with w.client() as client:
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        result = await client.call_tool("invoice.get", {"invoice_id": "INV-1"})
+    assert "invoice.get" not in names
+    assert result.structured_content is not None
+    assert (result.structured_content["code"], result.structured_content["action"]) == (
+        Code.SUCCEEDED,
+        "invoice.get",
+    )

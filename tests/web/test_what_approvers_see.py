@@ -8,7 +8,7 @@ from typing import Any
 from signoff import Code
 from signoff.core.definition import ApprovalSpec, PolicySpec
 from tests.helpers import Recorder, definition, stored_run
-from tests.web.support import Site, bearer, site_for_tests, token
+from tests.web.support import Site, bearer, hidden, site_for_tests, token
 from tests.web.test_inbox import LEAD, sign_in
 
 # An IBAN whose digits a right-to-left override displays reversed.
@@ -69,3 +69,26 @@ async def test_the_decision_banner_comes_from_the_stored_decision_not_the_url(
         assert page.status_code == 200
         assert 'id="decision-result"' not in page.text
         assert "Decision recorded" not in page.text
+
+
+async def test_another_approvers_reason_is_shown_with_its_hidden_characters_visible() -> None:
+    two_leads = ("lead-2", ("billing-lead",))
+    async with site_for_tests() as site:
+        pending = await site.propose(action="invoice.review")
+        async with site.client() as first:
+            await sign_in(first, token(sub=two_leads[0], roles=two_leads[1]))
+            page = await first.get(f"/approvals/runs/{pending.run_id}")
+            decided = await first.post(
+                f"/approvals/runs/{pending.run_id}/decide",
+                data={
+                    "csrf": hidden(page.text, "csrf"),
+                    "decision": "approve",
+                    "reason": "checked \u202eIBAN 1234\u202c",
+                },
+            )
+            assert decided.status_code == 303
+        async with site.client() as second:
+            await sign_in(second, token(**LEAD))
+            shown = await second.get(f"/approvals/runs/{pending.run_id}")
+    assert "\u202e" not in shown.text
+    assert "checked ⟨U+202E⟩IBAN 1234⟨U+202C⟩" in shown.text

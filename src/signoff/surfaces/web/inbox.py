@@ -68,6 +68,9 @@ def page_templates() -> Environment:
         lstrip_blocks=True,
     )
     environment.filters["past"] = lambda vote: _PAST.get(str(vote), str(vote))
+    # Free text a proposer, an executor or another approver chose is shown with its hidden
+    # characters visible, like the input fields.
+    environment.filters["visible"] = lambda text: visible(str(text))[0]
     return environment
 
 

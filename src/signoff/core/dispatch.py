@@ -116,8 +116,8 @@ async def run_executor(action: CompiledAction, context: ExecutionContext) -> Exe
         value = await (
             asyncio.wait_for(call, timeout.total_seconds()) if timeout is not None else call
         )
-    except TimeoutError:
-        return ExecutionResult.manual_review_failure(
+    except TimeoutError:  # it may still finish, or already have had its effect
+        return ExecutionResult.possibly_applied_failure(
             Code.ACTION_TIMED_OUT, f"executor did not finish within {timeout}"
         )
     except Exception as exc:

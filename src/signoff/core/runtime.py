@@ -11,6 +11,7 @@ commit machinery lives in the collaborators it composes and is not reachable fro
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
@@ -31,6 +32,7 @@ from signoff.core.ports import AuditEvent, Clock, Notifier, Store
 from signoff.core.proposal import ActionProposal
 from signoff.core.recovery import WORKER_TTL, Recovery, RecoveryReport
 from signoff.core.results import ActionOutcome, ExecutionResult
+from signoff.core.retry import Sleeper
 from signoff.core.run import ActionRun, RunStatus
 
 __all__ = ["DecisionRequest", "DecisionResult", "Runtime"]
@@ -47,6 +49,7 @@ class Runtime:
         notifier: Notifier | None = None,
         worker_ttl: timedelta = WORKER_TTL,
         input_limits: InputLimits = DEFAULT_LIMITS,
+        sleep: Sleeper = asyncio.sleep,
     ) -> None:
         self._registry = registry
         self._clock: Clock = clock or SystemClock()
@@ -56,7 +59,8 @@ class Runtime:
         self._background = Background()
         self._ledger = RunLedger(store, self._clock)
         self._notifications = Notifications(self._background, self._ledger, notifier)
-        self._dispatcher = Dispatcher(self._ledger, self._clock, self._worker_id, lane)
+        # ``sleep`` waits between in-run retries (``retry.py``); tests inject one that never sleeps.
+        self._dispatcher = Dispatcher(self._ledger, self._clock, self._worker_id, lane, sleep)
         stage = (registry, self._ledger, self._dispatcher, self._notifications, self._clock)
         self._pipeline = Pipeline(*stage, input_limits)
         self._approvals = Approvals(*stage)

@@ -71,6 +71,8 @@ def test_an_operator_redispatches_from_the_cli_with_the_same_operation_id(
     assert (body["code"], body["redispatched"]) == (Code.SUCCEEDED, True)
     first, second = calls.read_text().splitlines()
     assert first == second
+    verify = runner.invoke(app, ["audit", "verify", "--database", url])
+    assert verify.exit_code == 0, verify.output  # the repair's trail is consistent with its runs
 
 
 @pytest.mark.parametrize(

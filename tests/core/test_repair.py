@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from signoff import ExecutionContext, ExecutionResult, ExecutionStatus, GuardDecision
+from signoff.audit_check import check_trail
 from signoff.core.codes import Code
 from signoff.core.compiled import ActionRegistry
 from signoff.core.definition import DenyRule, PolicySpec
@@ -66,12 +67,14 @@ async def test_an_operator_redispatches_with_the_same_operation_id_as_a_new_link
     assert original is not None and original.status is RunStatus.FAILED  # terminal, unchanged
     assert repair is not None and repair.repair_of == run_id
     assert repair.operation_id == original.operation_id
-    noted = [e for e in await governed.audit_trail(run_id, "acme") if e.kind == "repair_requested"]
-    assert [(e.actor, (e.data or {}).get("repair_run_id")) for e in noted] == [
-        (LEAD.id, outcome.run_id)
-    ]
-    kinds = [e.kind for e in await governed.audit_trail(outcome.run_id, "acme")]
-    assert kinds[0] == "repair_proposed" and "executed" in kinds
+    trail = await governed.audit_trail(outcome.run_id, "acme")
+    opened = trail[0]
+    assert (opened.kind, opened.actor) == ("proposed", LEAD.id)
+    assert (opened.data or {})["repair_of"] == run_id
+    assert (opened.data or {})["reason"] == ASK.reason
+    assert "executed" in [e.kind for e in trail]
+    assert [e.kind for e in await governed.audit_trail(run_id, "acme")][-1] == "executed"
+    assert check_trail(repair, trail) == []
 
 
 async def test_a_non_idempotent_executor_is_never_redispatched() -> None:

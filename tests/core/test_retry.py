@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from signoff import ExecutionContext, ExecutionResult, ExecutionStatus, RetryDisposition
+from signoff.audit_check import check_trail
 from signoff.core.codes import Code
 from signoff.core.compiled import ActionRegistry
 from signoff.core.definition import RetrySpec
@@ -96,6 +97,8 @@ async def test_a_timeout_after_the_payment_was_applied_is_retried_in_the_run_and
     retried = [e for e in trail if e.kind == "attempt_failed"]
     assert [(e.code, (e.data or {}).get("attempt")) for e in retried] == [("HTTP_TIMEOUT", 1)]
     assert (retried[0].data or {})["operation_id"] == server.requests[0]
+    run = await governed.get_run(outcome.run_id, "acme")
+    assert run is not None and check_trail(run, trail) == []  # `signoff audit verify` agrees
 
 
 async def test_the_same_timeout_with_a_non_idempotent_executor_needs_review_and_pays_once(

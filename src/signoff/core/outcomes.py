@@ -142,10 +142,6 @@ class AuditKind(StrEnum):
     RECOVERED_INTERRUPTED = "recovered_interrupted"
     ATTEMPT_FAILED = "attempt_failed"
     """An in-run attempt failed and is retried with the same operation id (``retry.py``)."""
-    REPAIR_REQUESTED = "repair_requested"
-    """On the original run: an operator re-dispatched it as a new run (``repair.py``)."""
-    REPAIR_PROPOSED = "repair_proposed"
-    """The first event of an operator's re-dispatch run."""
 
 
 class Actor(StrEnum):

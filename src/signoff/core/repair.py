@@ -12,8 +12,9 @@ approver credential on the API, ``--roles`` on the CLI). Refusals leave the orig
 and answer with a stable code: ``REPAIR_NOT_APPLICABLE`` (not a dispatched MANUAL_REVIEW failure,
 or deferred work), ``REPAIR_NOT_IDEMPOTENT`` (a re-dispatch could repeat the effect: never),
 ``APPROVER_NOT_ELIGIBLE``, ``ACTION_NOT_REGISTERED``, ``ACTION_RUN_NOT_FOUND``. The original's
-trail records ``repair_requested`` (who, why, the repair run); the repair run's own trail records
-every stage.
+trail stays as it ended (a terminal run's trail ends with its result); the repair run's trail
+opens with ``proposed`` naming ``repair_of``, the operator, their roles and reason, and records
+every stage after.
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ class Repair:
         events = [
             event(
                 repair,
-                AuditKind.REPAIR_PROPOSED,
+                AuditKind.PROPOSED,
                 now,
                 actor=operator,
                 repair_of=original.run_id,
@@ -105,16 +106,6 @@ class Repair:
             repair = repair.advance(terminal_status_for(rechecked), now, result=rechecked)
             events.append(event(repair, AuditKind.REFUSED, now, code=rechecked.code))
             await self._ledger.create(repair, events)
-            await self._ledger.note(
-                original,
-                AuditKind.REPAIR_REQUESTED,
-                actor=operator,
-                data={
-                    "repair_run_id": repair.run_id,
-                    "reason": request.reason,
-                    AuditKind.REFUSED: rechecked.code,
-                },
-            )
             return outcome_of(repair)
         events.append(event(repair, AuditKind.POLICY_ALLOWED, now, approval_required=False))
         # Same attempt token as the original: the operation id is the original's.
@@ -130,12 +121,6 @@ class Repair:
             event(repair, AuditKind.DISPATCHING, now, attempt=1, operation_id=repair.operation_id)
         )
         stored = await self._ledger.create(repair, events)
-        await self._ledger.note(
-            original,
-            AuditKind.REPAIR_REQUESTED,
-            actor=operator,
-            data={"repair_run_id": repair.run_id, "reason": request.reason},
-        )
         return await self._dispatcher.execute(action, stored)
 
     @staticmethod

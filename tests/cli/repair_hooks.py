@@ -22,6 +22,8 @@ spec:
   executor:
     python: tests.cli.repair_hooks:sync
     idempotent: IDEMPOTENT
+  results:
+    ERP_TIMEOUT: {status: FAILED, retry: MANUAL_REVIEW}
 """
 
 

@@ -79,6 +79,7 @@ def test_every_public_name_of_the_runtime_is_a_governed_operation_a_read_or_a_ch
         "decide",
         "cancel",
         "complete",
+        "redispatch",
         # reads, scoped to a tenant
         "get",
         "get_run",

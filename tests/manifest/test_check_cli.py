@@ -78,3 +78,20 @@ def test_schema_prints_the_manifest_json_schema() -> None:
 
     assert result.exit_code == 0
     assert json.loads(result.stdout) == manifest_json_schema()
+
+
+def test_an_unknown_input_reference_in_an_http_template_names_file_line_and_field(
+    tmp_path: Path,
+) -> None:
+    text = edited(
+        "    python: tests.manifest.hooks:echo\n",
+        "    http:\n      url: 'http://127.0.0.1:9/invoices/{{input.invoice}}'\n",
+    )
+    write(tmp_path, "a.yaml", text)
+
+    result = CliRunner().invoke(app, ["check", str(tmp_path)], env=WIDE)
+
+    assert result.exit_code == 1
+    assert f"a.yaml:{line_of(text, 'url:')}:" in result.stderr
+    assert "spec.executor.http.url: unknown input reference 'input.invoice'" in result.stderr
+    assert "did you mean 'invoice_id'?" in result.stderr

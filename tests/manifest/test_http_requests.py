@@ -366,3 +366,14 @@ def test_an_invalid_url_error_shows_the_expanded_value_without_its_password(tmp_
 
     assert "'ftp://fallback/x'" in empty.message
     assert "'ftp://user:***@erp/x'" in secret.message and "hunter2" not in secret.message
+
+
+@pytest.mark.parametrize(("data", "sent"), [({"payload": {"a": [1]}}, b'{"a":[1]}'), ({}, b"")])
+async def test_a_body_that_is_one_reference_sends_that_value_or_nothing(
+    api: Loopback, data: dict[str, Any], sent: bytes
+) -> None:
+    executor = HttpExecutor(url=api.url("/ok"), body_kind="json", body="{{input.payload}}")
+
+    await executor.send(context(**data))
+
+    assert api.seen[0].body.replace(b" ", b"") == sent

@@ -24,6 +24,7 @@ import pytest
 import sqlalchemy as sa
 from typer.testing import CliRunner
 
+from signoff.app import Settings, start_application
 from signoff.cli import app
 from signoff.core.codes import Code
 from signoff.core.ports import Liveness
@@ -131,7 +132,27 @@ def test_signoff_recover_right_after_a_kill_settles_the_crashed_run(
         report = recover(database, manifests)
 
     assert report["interrupted"] == [live.run_id]
-    run = stored(database, live.run_id)
+    _assert_interrupted(database, live.run_id)
+
+
+async def _start_and_stop(url: str, manifests: Path) -> None:
+    application = await start_application(Settings(database_url=url, manifests_dir=manifests))
+    await application.close()
+
+
+def test_the_next_server_start_right_after_a_kill_settles_the_crashed_run(
+    database: str, tmp_path: Path
+) -> None:
+    manifests = write_manifest(tmp_path / "manifests")
+    with holder(database, manifests) as live:
+        live.kill()
+        asyncio.run(_start_and_stop(database, manifests))
+
+    _assert_interrupted(database, live.run_id)
+
+
+def _assert_interrupted(database: str, run_id: str) -> None:
+    run = stored(database, run_id)
     assert run.status is RunStatus.FAILED
     assert run.result is not None and run.result.code == Code.ACTION_INTERRUPTED
 

@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from signoff.cli import redispatch
 from signoff.cli.options import DEFAULT_DATABASE_URL, DatabaseOption
 from signoff.cli.plumbing import fail, open_existing, run
 from signoff.core.ports import AuditEvent
@@ -108,8 +109,12 @@ def _audit_table(events: list[AuditEvent]) -> Table:
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the top-level app."""
-    runs = typer.Typer(help="Inspect governed runs in the database.", no_args_is_help=True)
+    runs = typer.Typer(
+        help="Inspect governed runs in the database; re-dispatch one after review.",
+        no_args_is_help=True,
+    )
     app.add_typer(runs, name="runs")
+    redispatch.register(runs)
 
     @runs.command("list")
     def list_runs(

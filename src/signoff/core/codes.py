@@ -102,6 +102,8 @@ class Code(StrEnum):
     ACTION_EXTERNAL_TIMEOUT = "ACTION_EXTERNAL_TIMEOUT"
     ACTION_INTERRUPTED = "ACTION_INTERRUPTED"
     ACTION_RESULT_NOT_TERMINAL = "ACTION_RESULT_NOT_TERMINAL"
+    REPAIR_NOT_APPLICABLE = "REPAIR_NOT_APPLICABLE"
+    REPAIR_NOT_IDEMPOTENT = "REPAIR_NOT_IDEMPOTENT"
     UNAUTHENTICATED = "UNAUTHENTICATED"
     INSUFFICIENT_SCOPE = "INSUFFICIENT_SCOPE"
 
@@ -146,6 +148,8 @@ CODE_DESCRIPTIONS: dict[Code, str] = {
     Code.ACTION_EXTERNAL_TIMEOUT: "The external system never reported completion (orphan policy).",
     Code.ACTION_INTERRUPTED: "signoff stopped mid-action; the side effect may or may not have happened.",
     Code.ACTION_RESULT_NOT_TERMINAL: "A completion must carry a final result (SUCCEEDED or FAILED).",
+    Code.REPAIR_NOT_APPLICABLE: "Only a dispatched MANUAL_REVIEW failure (not deferred work) can be re-dispatched.",
+    Code.REPAIR_NOT_IDEMPOTENT: "The executor is not idempotent: an operator re-dispatch could repeat its effect.",
     Code.UNAUTHENTICATED: "No valid credentials.",
     Code.INSUFFICIENT_SCOPE: "A valid token of the wrong kind for this surface (403; names the scope).",
 }

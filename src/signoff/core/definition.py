@@ -153,6 +153,13 @@ class ResultMapping(_Frozen):
     message: str = ""
 
 
+class RetrySpec(_Frozen):
+    """In-run retries (``executor.retry``): ``attempts`` in all, waits from ``backoff`` doubling."""
+
+    attempts: int = Field(ge=1, le=10)
+    backoff: timedelta = timedelta(seconds=1)
+
+
 class ActionDefinition(BaseModel):
     """One registered action. ``executor`` and ``guard`` are callables taking an ExecutionContext."""
 
@@ -190,6 +197,10 @@ class ActionDefinition(BaseModel):
     executor_idempotent: bool = Field(
         default=False,
         description="The executor is idempotent by operation id: safe to re-dispatch after a crash.",
+    )
+    retry: RetrySpec | None = Field(
+        default=None,
+        description="In-run retries with the same operation id (see signoff.core.retry).",
     )
     results: dict[str, ResultMapping] = Field(default_factory=dict)
     executor_codes: tuple[str, ...] | None = Field(

@@ -25,7 +25,7 @@ log = logging.getLogger("signoff")
 
 def context_for(run: ActionRun) -> ExecutionContext:
     """What executors, guards and cancel hooks receive for the run's current attempt."""
-    assert run.attempt_token is not None
+    assert run.attempt_token is not None and run.operation_id is not None
     return ExecutionContext(
         run_id=run.run_id,
         action_id=run.action_id,
@@ -34,7 +34,7 @@ def context_for(run: ActionRun) -> ExecutionContext:
         input=run.effective_input,
         resource=run.resource,
         attempt_token=run.attempt_token,
-        operation_id=f"{run.run_id}:{run.attempt_token}",
+        operation_id=run.operation_id,
         preview=run.preview.output if run.preview is not None else None,
         preview_digest=run.preview.digest if run.preview is not None else None,
     )
@@ -116,8 +116,8 @@ async def run_executor(action: CompiledAction, context: ExecutionContext) -> Exe
         value = await (
             asyncio.wait_for(call, timeout.total_seconds()) if timeout is not None else call
         )
-    except TimeoutError:
-        return ExecutionResult.manual_review_failure(
+    except TimeoutError:  # it may still finish, or already have had its effect
+        return ExecutionResult.possibly_applied_failure(
             Code.ACTION_TIMED_OUT, f"executor did not finish within {timeout}"
         )
     except Exception as exc:

@@ -17,6 +17,7 @@ Durable writes go through the ``RunLedger``.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime
 
 from signoff.core.clock import new_token
@@ -28,24 +29,30 @@ from signoff.core.dispatch import (
     call_hook,
     context_for,
     normalize_result,
-    run_executor,
     run_guard,
 )
 from signoff.core.ledger import RunLedger
 from signoff.core.outcomes import AuditKind, outcome_of
 from signoff.core.ports import Clock
-from signoff.core.results import ActionOutcome, ExecutionResult
+from signoff.core.results import ActionOutcome, ExecutionContext, ExecutionResult
+from signoff.core.retry import Retrier, Sleeper
 from signoff.core.run import ActionRun, ApprovalState, DuplicateScope, RunChanges, RunStatus
 
 
 class Dispatcher:
     def __init__(
-        self, ledger: RunLedger, clock: Clock, worker_id: str, lane: AsyncLane | None = None
+        self,
+        ledger: RunLedger,
+        clock: Clock,
+        worker_id: str,
+        lane: AsyncLane | None = None,
+        sleep: Sleeper = asyncio.sleep,
     ) -> None:
         self._ledger = ledger
         self._clock = clock
         self.worker_id = worker_id
         self._lane = lane
+        self._retrier = Retrier(sleep)
 
     @property
     def _background(self) -> AsyncLane:
@@ -122,9 +129,30 @@ class Dispatcher:
             return await self._ledger.finish(run, result, AuditKind.GUARD_DENIED)
         if action.definition.mode is ExecutorMode.DEFERRED:
             return await self._hand_off(action, run)
-        return await self._ledger.finish(
-            run, await run_executor(action, context), AuditKind.EXECUTED
-        )
+        return await self._run_executor(action, run, context)
+
+    async def _run_executor(
+        self, action: CompiledAction, run: ActionRun, context: ExecutionContext
+    ) -> ActionOutcome:
+        """The executor, retried inside the run with the same operation id where that is safe
+        (``retry.py``); every retried attempt is audited before its wait."""
+
+        async def audit_retry(attempt: int, result: ExecutionResult, wait: float) -> None:
+            await self._ledger.note(
+                run,
+                AuditKind.ATTEMPT_FAILED,
+                code=result.code,
+                data={
+                    "attempt": attempt,
+                    "operation_id": context.operation_id,
+                    "possibly_applied": result.possibly_applied,
+                    "retry_in_seconds": round(wait, 3),
+                },
+            )
+
+        result, attempts = await self._retrier.execute(action, context, audit_retry)
+        data = {"attempts": attempts} if attempts > 1 else None
+        return await self._ledger.finish(run, result, AuditKind.EXECUTED, data=data)
 
     async def _hand_off(self, action: CompiledAction, run: ActionRun) -> ActionOutcome:
         try:

@@ -153,10 +153,25 @@ class RunLedger:
         kind: AuditKind,
         *,
         actor: str | None = None,
+        data: dict[str, Any] | None = None,
     ) -> ActionOutcome:
         """A terminal write that answers the stored truth, unchanged, when the race was lost."""
-        outcome = await self.terminal(run, result, kind, actor=actor)
+        outcome = await self.terminal(run, result, kind, actor=actor, data=data)
         return outcome if outcome is not None else await self.truth(run.run_id)
+
+    async def note(
+        self,
+        run: ActionRun,
+        kind: AuditKind,
+        *,
+        code: str | None = None,
+        actor: str | None = None,
+        data: dict[str, Any] | None = None,
+    ) -> None:
+        """Audit a fact about ``run`` that changes nothing in it (a retried attempt, a repair)."""
+        now = self._clock.now()
+        async with self._store.unit() as unit:
+            await unit.audit.append([event(run, kind, now, actor=actor, code=code, **(data or {}))])
 
     async def purge_duplicates(self, older_than: datetime) -> int:
         """Forget COMPLETED duplicate entries finished before ``older_than`` (never RUNNING ones)."""

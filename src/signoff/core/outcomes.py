@@ -140,6 +140,8 @@ class AuditKind(StrEnum):
     RECOVERY_REDISPATCH = "recovery_redispatch"
     RECOVERY_REFUSED = "recovery_refused"
     RECOVERED_INTERRUPTED = "recovered_interrupted"
+    ATTEMPT_FAILED = "attempt_failed"
+    """An in-run attempt failed and is retried with the same operation id (``retry.py``)."""
 
 
 class Actor(StrEnum):

@@ -233,6 +233,11 @@ class ActionRun(BaseModel):
         default=None, description="The input as approved, when an approver amended it."
     )
     amendments: tuple[Amendment, ...] = ()
+    repair_of: str | None = Field(
+        default=None,
+        description="An operator's re-dispatch of this MANUAL_REVIEW run (``repair.py``): it "
+        "carries that run's operation id.",
+    )
     created_at: datetime
     updated_at: datetime
 
@@ -248,7 +253,9 @@ class ActionRun(BaseModel):
     @property
     def operation_id(self) -> str | None:
         """Deterministic per attempt, so a re-dispatch is idempotent at the receiver."""
-        return f"{self.run_id}:{self.attempt_token}" if self.attempt_token else None
+        if not self.attempt_token:
+            return None
+        return f"{self.repair_of or self.run_id}:{self.attempt_token}"
 
     def advance(self, status: RunStatus, at: datetime, **changes: Unpack[RunChanges]) -> ActionRun:
         """A copy in ``status`` with ``changes``; the version is advanced by the store's CAS."""

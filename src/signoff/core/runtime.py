@@ -11,6 +11,7 @@ commit machinery lives in the collaborators it composes and is not reachable fro
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
@@ -30,10 +31,12 @@ from signoff.core.pipeline import Pipeline
 from signoff.core.ports import AuditEvent, Clock, Notifier, Store
 from signoff.core.proposal import ActionProposal
 from signoff.core.recovery import WORKER_TTL, Recovery, RecoveryReport
+from signoff.core.repair import Repair, RepairRequest
 from signoff.core.results import ActionOutcome, ExecutionResult
+from signoff.core.retry import Sleeper
 from signoff.core.run import ActionRun, RunStatus
 
-__all__ = ["DecisionRequest", "DecisionResult", "Runtime"]
+__all__ = ["DecisionRequest", "DecisionResult", "RepairRequest", "Runtime"]
 
 
 class Runtime:
@@ -47,6 +50,7 @@ class Runtime:
         notifier: Notifier | None = None,
         worker_ttl: timedelta = WORKER_TTL,
         input_limits: InputLimits = DEFAULT_LIMITS,
+        sleep: Sleeper = asyncio.sleep,
     ) -> None:
         self._registry = registry
         self._clock: Clock = clock or SystemClock()
@@ -56,12 +60,14 @@ class Runtime:
         self._background = Background()
         self._ledger = RunLedger(store, self._clock)
         self._notifications = Notifications(self._background, self._ledger, notifier)
-        self._dispatcher = Dispatcher(self._ledger, self._clock, self._worker_id, lane)
+        # ``sleep`` waits between in-run retries (``retry.py``); tests inject one that never sleeps.
+        self._dispatcher = Dispatcher(self._ledger, self._clock, self._worker_id, lane, sleep)
         stage = (registry, self._ledger, self._dispatcher, self._notifications, self._clock)
         self._pipeline = Pipeline(*stage, input_limits)
         self._approvals = Approvals(*stage)
         self._external = External(registry, self._ledger, self._clock)
         self._cancellation = Cancellation(self._ledger, self._approvals, self._external)
+        self._repair = Repair(registry, self._ledger, self._dispatcher, self._clock)
         self._recovery = Recovery(
             registry,
             self._ledger,
@@ -175,6 +181,13 @@ class Runtime:
     @staticmethod
     def not_found(run_id: str) -> ActionOutcome:
         return not_found(run_id)
+
+    async def redispatch(
+        self, run_id: str, tenant_id: str, request: RepairRequest
+    ) -> ActionOutcome:
+        """An operator re-dispatches a MANUAL_REVIEW run of an idempotent executor with the same
+        operation id, as a new linked run through the governed path (``repair.py``)."""
+        return await self._background.shield(self._repair.redispatch(run_id, tenant_id, request))
 
     # ------------------------------------------------------- recovery, housekeeping
     async def recover(self, instance_id: str | None = None, limit: int = 10_000) -> RecoveryReport:

@@ -24,13 +24,14 @@ from signoff.core.definition import (
     OrphanPolicy,
     PolicySpec,
     ResultMapping,
+    RetrySpec,
 )
 from signoff.manifest.errors import ManifestProblem, ProblemCode
 from signoff.manifest.http_executor import HttpExecutor
 from signoff.manifest.http_response import PASS_THROUGH, CodeRule, ResponseSpec
 from signoff.manifest.http_template import parse_reference
 from signoff.manifest.meaning import DocumentCheck
-from signoff.manifest.model import Manifest, ResultSpec
+from signoff.manifest.model import Manifest, ResultSpec, Retry
 from signoff.manifest.shape import document_path
 
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -116,6 +117,7 @@ def definition_of(check: DocumentCheck, manifest: Manifest) -> ActionDefinition:
         callback_secret=check.callback_secret,
         timeout=parse_duration(spec.executor.timeout) if spec.executor.timeout else None,
         executor_idempotent=spec.executor.idempotent,
+        retry=_retry(spec.executor.retry),
         results={code: _result(result) for code, result in spec.results.items()},
         executor_codes=executor_codes,
         sensitive_fields=tuple(spec.sensitive),
@@ -166,6 +168,12 @@ def http_executor(check: DocumentCheck, manifest: Manifest) -> HttpExecutor:
             max_bytes=response.max_bytes,
         ),
     )
+
+
+def _retry(spec: Retry | None) -> RetrySpec | None:
+    if spec is None:
+        return None
+    return RetrySpec(attempts=spec.attempts, backoff=parse_duration(spec.backoff))
 
 
 def _condition(value: str | bool) -> str:

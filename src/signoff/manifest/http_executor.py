@@ -123,7 +123,8 @@ class HttpExecutor:
         )
         params = _pairs(self.query, scope, "query")
         if self.body_kind == "json":
-            return HttpRequest(url, params, json=render(self.body, scope))
+            body = render(self.body, scope)
+            return HttpRequest(url, params, json=None if body is ABSENT else body)
         if self.body_kind == "form":
             return HttpRequest(url, params, form=_pairs(self.body, scope, "form"))
         if self.body_kind == INPUT_BODY:

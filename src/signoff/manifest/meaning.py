@@ -130,6 +130,13 @@ class DocumentCheck:
             secret = executor.get("callback_secret")
             if isinstance(secret, str):
                 self.callback_secret = self.expand((*base, "callback_secret"), secret)
+            if "retry" in executor:
+                self.report(
+                    (*base, "retry"),
+                    ProblemCode.INVALID_VALUE,
+                    "retry applies to sync and async work (deferred work is completed externally)",
+                    key=True,
+                )
             return
         for name in ("cancel", "orphan", "callback_secret"):
             if name in executor:

@@ -152,6 +152,14 @@ class HttpExecutor(_Strict):
     """Result codes for specific HTTP error statuses (400-599), e.g. ``404: INVOICE_NOT_FOUND``."""
 
 
+class Retry(_Strict):
+    attempts: int = Field(ge=1, le=10)
+    """Attempts in all, the first included."""
+    backoff: Duration = "1s"
+    """The wait before the second attempt; it doubles for each further one, with jitter
+    (between half and all of it)."""
+
+
 class Executor(_Strict):
     mode: Literal["sync", "async", "deferred"] = "sync"
     """sync: the caller waits; async: it completes in the background; deferred: an external
@@ -165,7 +173,10 @@ class Executor(_Strict):
     review); for deferred work, the deadline for the external completion (required)."""
     idempotent: bool = False
     """The executor deduplicates on operation_id (HTTP: the Idempotency-Key header): safe to call
-    again with the same operation id, e.g. after a crash."""
+    again with the same operation id, in the run (``retry``), after a crash, or by an operator."""
+    retry: Retry | None = None
+    """In-run retries with the same operation id: of failures known to have had no effect, and,
+    for an idempotent executor, of possibly-applied ones (timeouts, dropped connections, 5xx)."""
     cancel: HookRef | None = None
     """deferred: asks the external system to stop a run (module:function, idempotent)."""
     orphan: Literal["manual_review", "cancel"] = "manual_review"

@@ -1,7 +1,9 @@
 """The approvers' JSON API: bearer JWT in, stable codes out.
 
 ``GET /api/approvals`` · ``GET /api/runs/{id}`` · ``POST /api/runs/{id}/approve`` ·
-``POST /api/runs/{id}/reject`` (body ``{"reason": "..."}``, optional). Every decision goes through
+``POST /api/runs/{id}/reject`` (body ``{"reason": "..."}``, optional) ·
+``POST /api/runs/{id}/redispatch`` (body ``{"reason": "..."}``, required: an operator's
+re-dispatch of a MANUAL_REVIEW run of an idempotent executor, ``Runtime.redispatch``). Every decision goes through
 ``Runtime.decide``; a run of another tenant answers exactly like one that does not exist. Every
 route needs an approver's token (approve scope, no propose scope): 401 without a valid token, 403
 ``INSUFFICIENT_SCOPE`` for an agent's.
@@ -20,7 +22,7 @@ from signoff.core.approvals import DecisionRequest
 from signoff.core.codes import Code
 from signoff.core.identity import Channel
 from signoff.core.run import MAX_REASON_CHARS, ApprovalVote
-from signoff.core.runtime import Runtime
+from signoff.core.runtime import RepairRequest, Runtime
 from signoff.surfaces.scopes import ScopeRefusal
 from signoff.surfaces.web.auth import Authenticator, Verified
 from signoff.surfaces.web.http import (
@@ -47,6 +49,12 @@ class DecisionBody(BaseModel):
     )
 
 
+class RedispatchBody(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    reason: str = Field(min_length=1, max_length=MAX_REASON_CHARS)
+
+
 class ApprovalsApi:
     def __init__(self, runtime: Runtime, auth: Authenticator) -> None:
         self.runtime = runtime
@@ -58,6 +66,7 @@ class ApprovalsApi:
             Route("/api/runs/{run_id}", self.show, methods=["GET"]),
             Route("/api/runs/{run_id}/approve", self.approve, methods=["POST"]),
             Route("/api/runs/{run_id}/reject", self.reject, methods=["POST"]),
+            Route("/api/runs/{run_id}/redispatch", self.redispatch, methods=["POST"]),
         ]
 
     async def list_pending(self, request: Request) -> Response:
@@ -92,6 +101,22 @@ class ApprovalsApi:
 
     async def reject(self, request: Request) -> Response:
         return await self._decide(request, ApprovalVote.REJECT)
+
+    async def redispatch(self, request: Request) -> Response:
+        verified = await self.auth.from_request(request)
+        if not isinstance(verified, Verified):
+            return _refused(verified)
+        try:
+            raw = await read_body(request)
+        except BodyTooLarge:
+            return too_large()
+        try:
+            body = RedispatchBody.model_validate_json(raw or b"{}")
+        except ValidationError as exc:
+            return answer(Code.INPUT_VALIDATION_FAILED, _first_error(exc))
+        return await redispatch_answer(
+            self.runtime, request.path_params["run_id"], verified, body.reason
+        )
 
     async def _decide(self, request: Request, vote: ApprovalVote) -> Response:
         verified = await self.auth.from_request(request)
@@ -136,6 +161,30 @@ class ApprovalsApi:
         message = describe(result.code) or (result.outcome.message if result.outcome else "")
         status = 200 if result.accepted else None
         return answer(result.code, message, status, accepted=result.accepted, outcome=outcome)
+
+
+async def redispatch_answer(
+    runtime: Runtime, run_id: str, verified: Verified, reason: str
+) -> Response:
+    """Re-dispatch as the verified operator: a refusal keeps the run (its code says why); a
+    re-dispatch answers the new run's outcome."""
+    caller = verified.caller
+    outcome = await runtime.redispatch(
+        run_id,
+        caller.tenant_id,
+        RepairRequest(caller.principal, reason, channel=Channel.API, via=verified.client_id),
+    )
+    if outcome.code == Code.ACTION_RUN_NOT_FOUND:
+        return not_found()
+    if outcome.run_id == run_id:  # refused: nothing was dispatched
+        return answer(outcome.code, outcome.message, redispatched=False)
+    return answer(
+        outcome.code,
+        outcome.message,
+        200,
+        redispatched=True,
+        outcome=outcome.model_dump(mode="json"),
+    )
 
 
 def _refused(refusal: ScopeRefusal | None) -> Response:

@@ -18,7 +18,8 @@ from tests.store.conftest import Backend
 class CommitCounter:
     def __init__(self, store: SqlStore) -> None:
         self.commits = 0
-        event.listen(store.engine.sync_engine, "commit", self._count)
+        for engine in store.sync_engines:
+            event.listen(engine, "commit", self._count)
 
     def _count(self, _conn: Any) -> None:
         self.commits += 1

@@ -7,6 +7,9 @@ events and stores the new head hash. Two writers of one tenant therefore queue o
 and can never fork the chain; the unique ``(tenant_id, chain_seq)`` index is the backstop.
 Tenants are locked in sorted order, and the pipeline appends audit last in each unit, so the head
 lock is held only until commit and no lock cycle can form.
+
+On SQLite the whole append (bump, link, insert, head hash) is one job for the writer thread,
+held back like any write nobody waits on: it costs the unit no thread hop of its own.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection, CursorResult
+from sqlalchemy.sql.base import Executable
 
 from signoff.core.chain import by_tenant, link
 from signoff.core.ports import AuditEvent, ChainHead, Checkpoint
@@ -24,7 +29,7 @@ from signoff.store.sql.codec import (
     checkpoint_from_row,
     checkpoint_values,
 )
-from signoff.store.sql.tables import audit_checkpoints, audit_events
+from signoff.store.sql.tables import audit_checkpoints, audit_events, audit_heads
 
 if TYPE_CHECKING:
     from signoff.store.sql.unit import SqlUnit
@@ -38,27 +43,54 @@ class SqlAuditLog:
 
     async def append(self, events: Sequence[AuditEvent]) -> None:
         unit = self._unit
-        for tenant_id, batch in by_tenant(events):
+        sql = unit.sql
+        groups = list(by_tenant(events))
+        if unit.on_writer:
+
+            def append_on_writer(conn: Connection) -> None:
+                for tenant_id, batch in groups:
+                    params = {"b_tenant": tenant_id, "b_count": len(batch)}
+                    head = _head(tenant_id, len(batch), conn.execute(sql.bump_head, params))
+                    linked = link(head, batch)
+                    conn.execute(sql.insert_audit, [audit_values(event) for event in linked])
+                    conn.execute(
+                        sql.set_head_hash, {"b_tenant": tenant_id, "b_hash": linked[-1].hash}
+                    )
+
+            unit.defer(append_on_writer)
+            return
+        for tenant_id, batch in groups:
             head = await self._take_head(tenant_id, len(batch))
             linked = link(head, batch)
-            await unit.write(unit.sql.insert_audit, [audit_values(event) for event in linked])
-            await unit.write(
-                unit.sql.set_head_hash, {"b_tenant": tenant_id, "b_hash": linked[-1].hash}
-            )
+            rows = [audit_values(event) for event in linked]
+            if unit.sql.dialect == "postgresql":
+                # One round trip: the rows are inserted by a CTE of the head's UPDATE.
+                await unit.write(_insert_then_set_head(rows), {"b_hash": linked[-1].hash})
+                continue
+            await unit.write(sql.insert_audit, rows)
+            await unit.write(sql.set_head_hash, {"b_tenant": tenant_id, "b_hash": linked[-1].hash})
 
     async def _take_head(self, tenant_id: str, count: int) -> ChainHead:
         """Reserve ``count`` numbers after the tenant's head (locking it); the head before."""
         unit = self._unit
         params = {"b_tenant": tenant_id, "b_count": count}
-        result = await unit.write(unit.sql.bump_head, params)
-        if not unit.sql.bump_returns:
-            result = await unit.read(unit.sql.read_head, {"b_tenant": tenant_id})
-        row = result.mappings().one()
-        return ChainHead(tenant_id, int(row["chain_seq"]) - count, str(row["head_hash"]))
+        head: ChainHead
+        if unit.sql.bump_returns:
+            head = await unit.write(
+                unit.sql.bump_head, params, lambda result: _head(tenant_id, count, result)
+            )
+            return head
+        await unit.write(unit.sql.bump_head, params)
+        head = await unit.read(
+            unit.sql.read_head,
+            {"b_tenant": tenant_id},
+            lambda result: _head(tenant_id, count, result),
+        )
+        return head
 
     async def list_for_run(self, run_id: str) -> list[AuditEvent]:
-        result = await self._unit.read(self._unit.sql.audit_for_run, {"b_run_id": run_id})
-        return self._decoded(result.mappings())
+        rows = await self._unit.read(self._unit.sql.audit_for_run, {"b_run_id": run_id}, _rows)
+        return self._decoded(rows)
 
     async def scan(
         self, after_seq: int = 0, limit: int = 500, tenant_id: str | None = None
@@ -67,25 +99,23 @@ class SqlAuditLog:
         if tenant_id is not None:
             query = query.where(audit_events.c.tenant_id == tenant_id)
         query = query.order_by(audit_events.c.seq).limit(max(limit, 0))
-        result = await self._unit.read(query)
-        found = self._decoded(result.mappings())
+        found = self._decoded(await self._unit.read(query, None, _rows))
         # MySQL compares with trailing-space padding; a tenant must match exactly.
         return found if tenant_id is None else [e for e in found if e.tenant_id == tenant_id]
 
     async def heads(self) -> list[ChainHead]:
-        result = await self._unit.read(self._unit.sql.all_heads)
+        rows = await self._unit.read(self._unit.sql.all_heads, None, _rows)
         return [
-            ChainHead(row["tenant_id"], int(row["chain_seq"]), row["head_hash"])
-            for row in result.mappings()
+            ChainHead(row["tenant_id"], int(row["chain_seq"]), row["head_hash"]) for row in rows
         ]
 
     async def pre_chain_through(self) -> int:
-        value = (await self._unit.read(self._unit.sql.pre_chain_through)).scalar_one_or_none()
+        value = await self._unit.read(self._unit.sql.pre_chain_through, None, _scalar)
         return int(value) if value is not None else 0
 
     async def add_checkpoint(self, checkpoint: Checkpoint) -> None:
         unit = self._unit
-        await unit.write(unit.sql.insert_checkpoint, checkpoint_values(checkpoint))
+        await unit.write_unanswered(unit.sql.insert_checkpoint, checkpoint_values(checkpoint))
 
     async def checkpoints(
         self, tenant_id: str | None = None, after_id: int = 0, limit: int = 500
@@ -94,8 +124,7 @@ class SqlAuditLog:
         if tenant_id is not None:
             query = query.where(audit_checkpoints.c.tenant_id == tenant_id)
         query = query.order_by(audit_checkpoints.c.id).limit(max(limit, 0))
-        result = await self._unit.read(query)
-        found = [checkpoint_from_row(row) for row in result.mappings()]
+        found = [checkpoint_from_row(row) for row in await self._unit.read(query, None, _rows)]
         return found if tenant_id is None else [c for c in found if c.tenant_id == tenant_id]
 
     def _decoded(self, rows: Iterable[Mapping[Any, Any]]) -> list[AuditEvent]:
@@ -109,3 +138,30 @@ class SqlAuditLog:
                 self._unit.faults.record("signoff_audit_events", str(row["seq"]), exc)
                 events.append(audit_from_row({**row, "data": '{"undecodable":true}'}))
         return events
+
+
+def _head(tenant_id: str, count: int, result: CursorResult[Any]) -> ChainHead:
+    row = result.mappings().one()
+    return ChainHead(tenant_id, int(row["chain_seq"]) - count, str(row["head_hash"]))
+
+
+def _rows(result: CursorResult[Any]) -> list[Any]:
+    return list(result.mappings())
+
+
+def _scalar(result: CursorResult[Any]) -> Any:
+    return result.scalar_one_or_none()
+
+
+def _insert_then_set_head(rows: list[dict[str, Any]]) -> Executable:
+    """PostgreSQL: ``WITH ins AS (INSERT ... VALUES (...), ...) UPDATE heads SET head_hash``.
+
+    A data-modifying CTE runs whether or not the statement refers to it, in the same snapshot
+    and transaction; its rows' values travel as bound parameters."""
+    inserted = sa.insert(audit_events).values(rows).cte("signoff_new_events")
+    return (
+        sa.update(audit_heads)
+        .where(audit_heads.c.tenant_id == rows[0]["tenant_id"])
+        .values(head_hash=sa.bindparam("b_hash"))
+        .add_cte(inserted)
+    )

@@ -8,7 +8,9 @@ RUNNING entry is never taken over or purged, whatever its age.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy.engine import CursorResult
 
 from signoff.core.ports import DuplicateEntry, Reservation
 from signoff.core.results import ExecutionResult
@@ -46,7 +48,7 @@ class SqlDuplicateStore:
         self, scope: DuplicateScope, owner_run_id: str, result: ExecutionResult, now: datetime
     ) -> bool:
         unit = self._unit
-        outcome = await unit.write(
+        count = await unit.write(
             unit.sql.complete_duplicate,
             {
                 "b_scope_hash": scope_hash(scope),
@@ -55,15 +57,15 @@ class SqlDuplicateStore:
                 "b_completed_at": now,
             },
         )
-        return outcome.rowcount == 1
+        return bool(count == 1)
 
     async def release(self, scope: DuplicateScope, owner_run_id: str) -> bool:
         unit = self._unit
-        outcome = await unit.write(
+        count = await unit.write(
             unit.sql.release_duplicate,
             {"b_scope_hash": scope_hash(scope), "b_owner": owner_run_id},
         )
-        return outcome.rowcount == 1
+        return bool(count == 1)
 
     async def get(self, scope: DuplicateScope) -> DuplicateEntry | None:
         return await self._get(scope_hash(scope))
@@ -71,12 +73,11 @@ class SqlDuplicateStore:
     async def purge_completed(self, older_than: datetime) -> int:
         """Delete COMPLETED entries completed before ``older_than``; RUNNING ones never."""
         unit = self._unit
-        outcome = await unit.write(unit.sql.purge_duplicates, {"b_older_than": older_than})
-        return outcome.rowcount
+        count: int = await unit.write(unit.sql.purge_duplicates, {"b_older_than": older_than})
+        return count
 
     async def _get(self, key: str) -> DuplicateEntry | None:
-        result = await self._unit.read(self._unit.sql.get_duplicate, {"b_scope_hash": key})
-        row = result.mappings().one_or_none()
+        row = await self._unit.read(self._unit.sql.get_duplicate, {"b_scope_hash": key}, _one_row)
         if row is None:
             return None
         try:
@@ -86,3 +87,7 @@ class SqlDuplicateStore:
             # than fail the proposal; the row is reported by `signoff audit verify`.
             self._unit.faults.record("signoff_duplicates", key, exc)
             return duplicate_from_row({**row, "result": None})
+
+
+def _one_row(result: CursorResult[Any]) -> Any:
+    return result.mappings().one_or_none()

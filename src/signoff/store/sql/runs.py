@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
+from sqlalchemy.engine import CursorResult
 
 from signoff.core.ports import RunAlreadyExists
 from signoff.core.run import ActionRun, RunStatus
@@ -24,13 +25,21 @@ class SqlRunStore:
 
     async def create(self, run: ActionRun) -> None:
         unit = self._unit
-        if not await unit.insert_or_nothing(unit.sql.insert_run, run_values(run)):
-            raise RunAlreadyExists(run.run_id)
-        unit.changed_runs.append(run.run_id)
+        run_id = run.run_id
+        if unit.sql.conflict_free_inserts:
+
+            def check(result: CursorResult[Any]) -> None:
+                if result.rowcount != 1:
+                    raise RunAlreadyExists(run_id)
+
+            # Nobody reads an answer: on SQLite this rides with the unit's next statement.
+            await unit.write_unanswered(unit.sql.insert_run, run_values(run), check)
+        elif not await unit.insert_or_nothing(unit.sql.insert_run, run_values(run)):
+            raise RunAlreadyExists(run_id)
+        unit.changed_runs.append(run_id)
 
     async def get(self, run_id: str) -> ActionRun | None:
-        result = await self._unit.read(self._unit.sql.get_run, {"b_run_id": run_id})
-        data = result.scalar_one_or_none()
+        data = await self._unit.read(self._unit.sql.get_run, {"b_run_id": run_id}, _one_scalar)
         if data is None:
             return None
         run = self._decode(run_id, data)
@@ -44,7 +53,7 @@ class SqlRunStore:
         (terminal)``: exactly one writer per version gets row count 1; ``None`` for the others."""
         unit = self._unit
         stored = run.model_copy(update={"version": expected_version + 1})
-        result = await unit.write(
+        count = await unit.write(
             unit.sql.compare_and_set,
             {
                 "b_run_id": run.run_id,
@@ -54,7 +63,7 @@ class SqlRunStore:
                 "b_data": stored.model_dump_json(),
             },
         )
-        if result.rowcount != 1:
+        if count != 1:
             return None
         unit.changed_runs.append(run.run_id)
         return stored
@@ -72,22 +81,27 @@ class SqlRunStore:
         query = sa.select(runs.c.run_id, runs.c.data)
         if tenant_id is not None:
             query = query.where(runs.c.tenant_id == tenant_id)
-        if statuses:
-            query = query.where(runs.c.status.in_(sorted({str(s) for s in statuses})))
+        wanted = sorted({str(s) for s in statuses or ()})
+        if len(wanted) == 1:
+            # Equality, not IN: the planner then walks (tenant_id, status, run_id) in order.
+            query = query.where(runs.c.status == wanted[0])
+        elif wanted:
+            query = query.where(runs.c.status.in_(wanted))
         found: list[ActionRun] = []
         cursor = before_run_id
         # An undecodable row is skipped, and the page is refilled past it: callers page with
         # "fewer than ``limit`` means the end", so a skipped row must not end the listing.
         while len(found) < limit:
-            wanted = limit - len(found)
+            missing = limit - len(found)
             page = query if cursor is None else query.where(runs.c.run_id < cursor)
-            result = await self._unit.read(page.order_by(runs.c.run_id.desc()).limit(wanted))
-            rows = result.mappings().all()
+            rows = await self._unit.read(
+                page.order_by(runs.c.run_id.desc()).limit(missing), None, _all_rows
+            )
             for row in rows:
                 run = self._decode(row["run_id"], row["data"])
                 if run is not None and (tenant_id is None or run.tenant_id == tenant_id):
                     found.append(run)
-            if len(rows) < wanted:
+            if len(rows) < missing:
                 break
             cursor = rows[-1]["run_id"]
         return found
@@ -98,3 +112,11 @@ class SqlRunStore:
         except ValueError as exc:  # pydantic's ValidationError and the JSON parser's errors
             self._unit.faults.record("signoff_runs", row_id, exc)
             return None
+
+
+def _one_scalar(result: CursorResult[Any]) -> Any:
+    return result.scalar_one_or_none()
+
+
+def _all_rows(result: CursorResult[Any]) -> list[Any]:
+    return list(result.mappings())

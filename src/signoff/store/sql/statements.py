@@ -38,6 +38,7 @@ _COMPLETED = DuplicateState.COMPLETED.value
 
 @dataclass(frozen=True, slots=True)
 class Statements:
+    dialect: str
     # True: ``insert_*`` ignore a conflict and report it as row count 0 (PostgreSQL, SQLite).
     # False: they raise a duplicate-key error that leaves the transaction usable (MySQL).
     conflict_free_inserts: bool
@@ -122,6 +123,7 @@ def statements_for(dialect: str) -> Statements:
         duplicates.c.state == _RUNNING,
     )
     return Statements(
+        dialect=dialect,
         conflict_free_inserts=dialect in ("postgresql", "sqlite"),
         insert_run=insert_run,
         get_run=sa.select(runs.c.data).where(runs.c.run_id == sa.bindparam("b_run_id")),

@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from sqlalchemy.engine import Engine
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from signoff.core.ports import StoreUnit
@@ -15,6 +16,7 @@ from signoff.store.sql.notify import ChangeNotifier
 from signoff.store.sql.statements import statements_for
 from signoff.store.sql.unit import SqlUnit
 from signoff.store.sql.workers import SqlWorkerRegistry
+from signoff.store.sql.writer import SqliteWriter
 
 DEFAULT_POLL_INTERVAL = 0.5
 
@@ -30,9 +32,9 @@ class SqlStore:
         self.poll_interval = poll_interval
         self._sql = statements_for(self.dialect)
         self._notifier = ChangeNotifier()
-        # SQLite has one writer at a time; see ``unit.py`` for why writers queue here.
-        self._write_lock = asyncio.Lock() if self.dialect == "sqlite" else None
-        self._workers = SqlWorkerRegistry(engine)
+        # SQLite has one writer per file: this store's writes all go through it (writer.py).
+        self.writer = SqliteWriter(engine.url) if self.dialect == "sqlite" else None
+        self._workers = SqlWorkerRegistry(engine, self.writer)
         self.decode_faults = DecodeFaults()
         self._links = SqlLinkStore(engine)
 
@@ -49,7 +51,7 @@ class SqlStore:
     @asynccontextmanager
     async def unit(self) -> AsyncIterator[StoreUnit]:
         """One transaction: committed on a clean exit, rolled back on any error."""
-        unit = SqlUnit(self.engine, self._sql, self._write_lock, self.decode_faults)
+        unit = SqlUnit(self.engine, self._sql, self.writer, self.decode_faults)
         try:
             yield unit
         except BaseException:
@@ -90,6 +92,18 @@ class SqlStore:
             await conn.rollback()
         return version
 
+    @property
+    def sync_engines(self) -> list[Engine]:
+        """The engines whose connections commit units of work (for ``commit`` listeners)."""
+        engines = [self.engine.sync_engine]
+        if self.writer is not None:
+            engines.append(self.writer.engine)
+        return engines
+
     async def close(self) -> None:
-        await self._workers.close()
-        await self.engine.dispose()
+        try:
+            await self._workers.close()
+            if self.writer is not None:
+                await self.writer.close()
+        finally:
+            await self.engine.dispose()

@@ -96,6 +96,8 @@ runs = sa.Table(
     sa.Column("data", LongText, nullable=False),
     sa.Index("ix_signoff_runs_tenant", "tenant_id", "run_id"),
     sa.Index("ix_signoff_runs_status", "status", "run_id"),
+    # The pending list and status-filtered listings of one tenant (migration 0006).
+    sa.Index("ix_signoff_runs_tenant_status", "tenant_id", "status", "run_id"),
     **MYSQL_TABLE_ARGS,
 )
 

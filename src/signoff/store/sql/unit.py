@@ -1,22 +1,23 @@
-"""One unit of work: a pooled connection taken on first use, one transaction, one commit.
+"""One unit of work: one transaction, its writes committed together.
 
-Nothing is sent to the database before the first statement, and a unit that only read ends with
-a rollback, so reads cost no commit and a synchronous governed call commits exactly twice.
+PostgreSQL and MySQL: a pooled connection is taken on first use; nothing is sent before the
+first statement, and a unit that only read ends with a rollback, so reads cost no commit and a
+synchronous governed call commits exactly twice.
 
-On SQLite, a unit takes the store's in-process write lock at its first write and keeps it until
-it commits or rolls back. SQLite admits one writer at a time anyway; queueing writers of this
-process on an ``asyncio.Lock`` keeps them off SQLite's busy handler, which waits by sleeping in
-growing steps (up to 100 ms) and collapses throughput under concurrency. Writers in other
-processes still wait through ``busy_timeout``.
+SQLite: reads run on a pooled reader connection (WAL readers never wait for the writer) until
+the unit's first write; from then on everything runs on the store's one writer (``writer.py``),
+so the unit reads its own writes. Writes that need no answer (audit rows, a new run) are held
+back and sent with the unit's next statement or its end, so a unit costs one thread hop per
+statement whose answer it waits for, plus one for its end, which is answered after the group
+commit's fsync.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy.engine import CursorResult
+from sqlalchemy.engine import Connection, CursorResult
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql.base import Executable
@@ -28,9 +29,16 @@ from signoff.store.sql.duplicates import SqlDuplicateStore
 from signoff.store.sql.engine import SQLITE_BUSY_TIMEOUT_MS
 from signoff.store.sql.runs import SqlRunStore
 from signoff.store.sql.statements import Statements
+from signoff.store.sql.writer import SqliteWriter, Ticket
 
 Params = Mapping[str, Any] | Sequence[Mapping[str, Any]]
+Extract = Callable[[CursorResult[Any]], Any]
+Check = Callable[[CursorResult[Any]], None]
 _MYSQL_DUPLICATE_KEY = 1062
+
+
+def rowcount(result: CursorResult[Any]) -> int:
+    return result.rowcount
 
 
 class SqlUnit:
@@ -38,8 +46,10 @@ class SqlUnit:
 
     __slots__ = (
         "_conn",
+        "_deferred",
         "_engine",
-        "_write_lock",
+        "_ticket",
+        "_writer",
         "audit",
         "changed_runs",
         "duplicates",
@@ -53,13 +63,15 @@ class SqlUnit:
         self,
         engine: AsyncEngine,
         sql: Statements,
-        write_lock: asyncio.Lock | None = None,
+        writer: SqliteWriter | None = None,
         faults: DecodeFaults | None = None,
     ) -> None:
         self._engine = engine
         self.faults = faults if faults is not None else DecodeFaults()
-        self._write_lock = write_lock
+        self._writer = writer
         self._conn: AsyncConnection | None = None
+        self._ticket: Ticket | None = None  # SQLite: set once the writer has seen this unit
+        self._deferred: list[Callable[[Connection], Any]] = []
         self.sql = sql
         self.wrote = False
         self.changed_runs: list[str] = []
@@ -67,23 +79,59 @@ class SqlUnit:
         self.duplicates: SqlDuplicateStore = SqlDuplicateStore(self)
         self.audit: SqlAuditLog = SqlAuditLog(self)
 
-    async def read(self, statement: Executable, params: Params | None = None) -> CursorResult[Any]:
+    async def read(self, statement: Executable, params: Params | None, extract: Extract) -> Any:
+        if self.wrote and self._writer is not None:
+            return await self._on_writer(lambda conn: extract(conn.execute(statement, params)))
         conn = self._conn or await self._connect()
-        return await conn.execute(statement, params)
+        return extract(await conn.execute(statement, params))
 
-    async def write(self, statement: Executable, params: Params) -> CursorResult[Any]:
+    async def write(
+        self, statement: Executable, params: Params, extract: Extract = rowcount
+    ) -> Any:
+        """A write whose answer (by default its row count) the caller needs now."""
+        self.wrote = True
+        if self._writer is not None:
+            return await self._on_writer(lambda conn: extract(conn.execute(statement, params)))
         conn = self._conn or await self._connect()
-        if not self.wrote:
-            if self._write_lock is not None:
-                await _acquire(self._write_lock)
-            self.wrote = True
-        return await conn.execute(statement, params)
+        return extract(await conn.execute(statement, params))
+
+    async def write_unanswered(
+        self, statement: Executable, params: Params, check: Check | None = None
+    ) -> None:
+        """A write nobody waits on; ``check`` may raise to fail the unit.
+
+        On SQLite it is sent with the unit's next statement or its end, so ``check`` may raise
+        only then (from the unit's exit); the whole unit is rolled back either way.
+        """
+        if self._writer is None:
+            result = await self.write(statement, params, _itself)
+            if check is not None:
+                check(result)
+            return
+        self.wrote = True
+
+        def op(conn: Connection) -> None:
+            result = conn.execute(statement, params)
+            if check is not None:
+                check(result)
+
+        self._deferred.append(op)
+
+    @property
+    def on_writer(self) -> bool:
+        """SQLite: writes go to the store's writer thread and may be held back (``defer``)."""
+        return self._writer is not None
+
+    def defer(self, op: Callable[[Connection], Any]) -> None:
+        """Run ``op`` on the writer with the unit's next statement or its end (``on_writer``)."""
+        assert self._writer is not None
+        self.wrote = True
+        self._deferred.append(op)
 
     async def insert_or_nothing(self, statement: Executable, params: Mapping[str, Any]) -> bool:
         """Insert one row; ``False`` if its key exists. Never leaves the transaction aborted."""
         if self.sql.conflict_free_inserts:
-            result = await self.write(statement, params)
-            return result.rowcount == 1
+            return bool(await self.write(statement, params) == 1)
         try:
             await self.write(statement, params)
         except IntegrityError as exc:
@@ -92,46 +140,68 @@ class SqlUnit:
             raise
         return True
 
+    async def _on_writer(self, op: Callable[[Connection], Any]) -> Any:
+        assert self._writer is not None
+        ops, self._deferred = [*self._deferred, op], []
+        first = self._ticket is None
+        if first:
+            self._ticket = Ticket()
+        assert self._ticket is not None
+        try:
+            return await self._writer.run(self._ticket, ops, first=first)
+        except TimeoutError:
+            self._ticket = None
+            raise _locked() from None
+
     async def _connect(self) -> AsyncConnection:
         self._conn = await self._engine.connect()
         return self._conn
 
     async def finish(self) -> None:
         """Commit what was written (or end a read-only transaction); return the connection."""
-        conn = self._conn
-        if conn is None:
-            return
-        self._conn = None
+        conn, self._conn = self._conn, None
         try:
-            await _end(conn, commit=self.wrote)
+            if self._writer is not None and self.wrote:
+                await self._finish_on_writer()
         finally:
-            self._unlock()
+            if conn is not None:
+                await _end(conn, commit=self.wrote and self._writer is None)
+
+    async def _finish_on_writer(self) -> None:
+        assert self._writer is not None
+        ops, self._deferred = self._deferred, []
+        first = self._ticket is None
+        ticket = self._ticket = self._ticket or Ticket()
+        try:
+            await self._writer.run(ticket, ops, first=first, end=True)
+        except TimeoutError:
+            raise _locked() from None
+        finally:
+            self._ticket = None
 
     async def abort(self) -> None:
-        conn = self._conn
-        self._conn = None
+        conn, self._conn = self._conn, None
+        ticket, self._ticket = self._ticket, None
+        self._deferred = []
         self.changed_runs.clear()
         try:
+            if ticket is not None and self._writer is not None:
+                await self._writer.abort(ticket)
+        finally:
             if conn is not None:
                 await _end(conn, commit=False)
-        finally:
-            self._unlock()
-
-    def _unlock(self) -> None:
-        if self.wrote and self._write_lock is not None and self._write_lock.locked():
-            self._write_lock.release()
 
 
-async def _acquire(lock: asyncio.Lock) -> None:
-    """Queue for the write lock as long as SQLite itself would (``busy_timeout``), no longer."""
-    try:
-        async with asyncio.timeout(SQLITE_BUSY_TIMEOUT_MS / 1000):
-            await lock.acquire()
-    except TimeoutError:
-        raise StoreError(
-            "database is locked: another unit of work kept writing for "
-            f"{SQLITE_BUSY_TIMEOUT_MS} ms (a nested writing unit in one task never finishes)"
-        ) from None
+def _itself(result: CursorResult[Any]) -> CursorResult[Any]:
+    return result
+
+
+def _locked() -> StoreError:
+    """Queued for the writer as long as SQLite itself would (``busy_timeout``), no longer."""
+    return StoreError(
+        "database is locked: another unit of work kept writing for "
+        f"{SQLITE_BUSY_TIMEOUT_MS} ms (a nested writing unit in one task never finishes)"
+    )
 
 
 async def _end(conn: AsyncConnection, *, commit: bool) -> None:

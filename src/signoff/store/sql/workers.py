@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql.dml import Insert
 
 from signoff.core.ports import Liveness
+from signoff.store.errors import StoreError
 from signoff.store.sql.liveness import (
     Incarnation,
     SessionLock,
@@ -30,6 +31,7 @@ from signoff.store.sql.liveness import (
     session_liveness,
 )
 from signoff.store.sql.tables import workers
+from signoff.store.sql.writer import SqliteWriter
 
 log = logging.getLogger("signoff")
 _COLUMNS = ("last_seen", "host", "pid", "started", "lock_name")
@@ -51,8 +53,11 @@ def _upsert(dialect: str) -> Insert:
 
 
 class SqlWorkerRegistry:
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, writer: SqliteWriter | None = None) -> None:
         self._engine = engine
+        # SQLite: a heartbeat is a unit on the store's writer, so it never waits on SQLite's
+        # busy handler behind a run of batches (writer.py).
+        self._writer = writer
         self._upsert = _upsert(engine.dialect.name)
         self._database = str(engine.url.database or "")
         self._locks: dict[str, SessionLock | None] = {}
@@ -71,6 +76,13 @@ class SqlWorkerRegistry:
             "started": self._me.started,
             "lock_name": lock.name if lock is not None else None,
         }
+        if self._writer is not None:
+            upsert = self._upsert
+            try:
+                await self._writer.unit_of_one(lambda conn: conn.execute(upsert, row))
+            except TimeoutError:
+                raise StoreError("database is locked: the heartbeat waited too long") from None
+            return
         async with self._engine.begin() as conn:
             await conn.execute(self._upsert, row)
 

@@ -6,11 +6,12 @@ that does not exist (``ACTION_RUN_NOT_FOUND``).
 
 from __future__ import annotations
 
+from signoff.core.approvals import is_overdue
 from signoff.core.codes import ExecutionStatus
 from signoff.core.input_limits import has_bad_text, safe_text
 from signoff.core.outcomes import outcome_of, stored_statuses_for
 from signoff.core.results import ActionOutcome
-from signoff.core.run import ActionRun, RunStatus
+from signoff.core.run import ActionRun
 from signoff.core.runtime import Runtime
 from signoff.surfaces.mcp.identity import Caller
 from signoff.surfaces.mcp.tools import MAX_WAIT_SECONDS, RunList
@@ -78,7 +79,8 @@ class RunQueries:
         return RunList(runs=found, next_before=None if exhausted else cursor)
 
     async def _current(self, run: ActionRun, caller: Caller) -> ActionOutcome | None:
-        if run.status is RunStatus.WAITING_APPROVAL:
-            # Through the runtime, so an approval past its deadline reads as expired.
+        if is_overdue(run, self.runtime.now()):
+            # Through the runtime, so an approval past its deadline reads as expired. A run
+            # that is not overdue reads as listed: no second read per waiting run.
             return await self.runtime.get(run.run_id, caller.tenant_id)
         return outcome_of(run)

@@ -1,0 +1,171 @@
+"""SQLite group commit: concurrent units share one transaction and one fsync, yet each commits or
+fails alone, and nobody is answered before the commit that made their unit durable."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import event
+
+from signoff.core.ports import AuditEvent, RunAlreadyExists
+from signoff.store.sql import SqlStore, open_sql_store
+from tests.store.group_commit_worker import until_writer
+from tests.store.samples import T0, new_run, scope
+
+ROOT = Path(__file__).resolve().parents[2]
+QUEUED = 12
+
+
+class Boom(Exception):
+    pass
+
+
+def committed_run_ids(path: Path) -> set[str]:
+    """What another connection sees: only committed rows."""
+    with sqlite3.connect(path) as db:
+        return {row[0] for row in db.execute("SELECT run_id FROM signoff_runs")}
+
+
+def committed_owners(path: Path) -> set[str]:
+    with sqlite3.connect(path) as db:
+        return {row[0] for row in db.execute("SELECT owner_run_id FROM signoff_duplicates")}
+
+
+@pytest.fixture
+async def sqlite_store(tmp_path: Path) -> Any:
+    store = await open_sql_store(f"sqlite+aiosqlite:///{tmp_path / 'signoff.db'}")
+    assert isinstance(store, SqlStore) and store.writer is not None
+    try:
+        yield store, tmp_path / "signoff.db"
+    finally:
+        await store.close()
+
+
+async def test_one_failing_unit_in_a_batch_rolls_back_alone_and_the_rest_commit_once(
+    sqlite_store: tuple[SqlStore, Path], tenant: str
+) -> None:
+    store, path = sqlite_store
+    writer = store.writer
+    assert writer is not None
+    taken = new_run(tenant)
+    async with store.unit() as unit:
+        await unit.runs.create(taken)
+    commits = 0
+
+    def count(_conn: Any) -> None:
+        nonlocal commits
+        commits += 1
+
+    event.listen(writer.engine, "commit", count)
+    held, go = asyncio.Event(), asyncio.Event()
+    seen_at_answer: dict[str, bool] = {}
+
+    async def holder() -> str:
+        run = new_run(tenant)
+        async with store.unit() as unit:
+            await unit.duplicates.reserve(scope(tenant), run.run_id, "h", T0)
+            await unit.runs.create(run)
+            held.set()
+            await go.wait()
+        seen_at_answer[run.run_id] = run.run_id in committed_run_ids(path)
+        return run.run_id
+
+    async def queued(index: int) -> str:
+        # Unit 4 fails in its body; unit 8 fails in a statement (its run id is taken).
+        run = taken.model_copy(update={"action_id": "other"}) if index == 8 else new_run(tenant)
+        owner = f"owner-{index}-{run.run_id}"
+        async with store.unit() as unit:
+            await unit.duplicates.reserve(scope(tenant), owner, "h", T0)
+            await unit.runs.create(run)
+            await unit.audit.append(
+                [AuditEvent(run_id=run.run_id, tenant_id=tenant, kind="proposed", at=T0)]
+            )
+            if index == 4:
+                raise Boom
+        seen_at_answer[run.run_id] = run.run_id in committed_run_ids(path)
+        return owner
+
+    first = asyncio.create_task(holder())
+    await held.wait()
+    all_queued = asyncio.create_task(until_writer(writer, lambda waiting, _: waiting == QUEUED))
+    tasks = [asyncio.create_task(queued(i)) for i in range(QUEUED)]
+    await all_queued
+    go.set()
+    outcomes = await asyncio.gather(first, *tasks, return_exceptions=True)
+
+    assert isinstance(outcomes[1 + 4], Boom)
+    assert isinstance(outcomes[1 + 8], RunAlreadyExists)
+    succeeded = [o for o in outcomes if isinstance(o, str)]
+    assert len(succeeded) == QUEUED - 1
+    assert commits == 1, "the holder and the queued units should share one commit"
+    assert len(seen_at_answer) == QUEUED - 1
+    assert all(seen_at_answer.values()), "a caller was answered before its unit was committed"
+    owners = committed_owners(path)
+    assert set(succeeded[1:]) <= owners
+    assert not any(o.startswith(("owner-4-", "owner-8-")) for o in owners)
+    async with store.unit() as unit:
+        assert await unit.runs.get(taken.run_id) == taken  # the failed create changed nothing
+        assert len(await unit.audit.list_for_run(taken.run_id)) == 0
+
+
+def test_a_crash_in_the_middle_of_a_batch_loses_no_acknowledged_unit(
+    tmp_path: Path, tenant: str
+) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'signoff.db'}"
+    process = subprocess.run(
+        [sys.executable, "-m", "tests.store.group_commit_worker", url, tenant],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert process.returncode == -signal.SIGKILL, process.stdout + process.stderr
+    lines = [line.split(" ", 1) for line in process.stdout.splitlines()]
+    acked = {run_id for word, run_id in lines if word == "acked"}
+    planned = {run_id for word, run_id in lines if word == "planned"}
+    assert len(acked) == 3 * 16 and len(planned) == 16 + 2
+    assert not acked & planned, "a unit of the killed batch was answered before its commit"
+
+    db = tmp_path / "signoff.db"
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    stored = committed_run_ids(db)
+    assert acked <= stored, "an acknowledged unit was lost"
+    assert not planned & stored, "part of the uncommitted batch survived the crash"
+    assert not planned & committed_owners(db)
+
+
+async def test_a_heartbeat_queues_behind_a_writing_unit_on_the_writer_and_then_commits(
+    sqlite_store: tuple[SqlStore, Path], tenant: str
+) -> None:
+    store, _path = sqlite_store
+    writer = store.writer
+    assert writer is not None
+    held, go = asyncio.Event(), asyncio.Event()
+
+    async def holder() -> None:
+        run = new_run(tenant)
+        async with store.unit() as unit:
+            await unit.duplicates.reserve(scope(tenant), run.run_id, "h", T0)
+            held.set()
+            await go.wait()
+
+    holding = asyncio.create_task(holder())
+    await held.wait()
+    queued = asyncio.create_task(until_writer(writer, lambda waiting, _: waiting == 1))
+    beat = asyncio.create_task(store.workers.heartbeat(f"{tenant}/1", T0))
+    await queued
+    assert not beat.done()
+    go.set()
+    await asyncio.gather(holding, beat)
+    assert await store.workers.last_seen([f"{tenant}/1"]) == {f"{tenant}/1": T0}

@@ -21,6 +21,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
+from signoff.core.limits import LimitLedger
 from signoff.core.results import ExecutionResult
 from signoff.core.run import ActionRun, DuplicateScope, RunStatus
 
@@ -224,6 +225,8 @@ class StoreUnit(Protocol):
     def duplicates(self) -> DuplicateStore: ...
     @property
     def audit(self) -> AuditLog: ...
+    @property
+    def limits(self) -> LimitLedger: ...
 
 
 @runtime_checkable

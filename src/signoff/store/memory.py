@@ -33,6 +33,7 @@ from signoff.core.ports import (
 )
 from signoff.core.results import ExecutionResult
 from signoff.core.run import ActionRun, DuplicateScope, RunStatus
+from signoff.store.memory_limits import InMemoryLimitLedger, InMemoryLimitRows
 
 
 class _ChangeNotifier:
@@ -282,6 +283,7 @@ class _Unit:
         self.runs = store.runs
         self.duplicates = store.duplicates
         self.audit = store.audit
+        self.limits = InMemoryLimitLedger(store.limit_rows)
 
 
 class InMemoryLinkStore:
@@ -325,10 +327,15 @@ class InMemoryStore:
         self.audit = InMemoryAuditLog()
         self.workers = InMemoryWorkerRegistry()
         self.links = InMemoryLinkStore()
+        self.limit_rows = InMemoryLimitRows()
 
     @asynccontextmanager
     async def unit(self) -> AsyncIterator[StoreUnit]:
-        yield _Unit(self)
+        unit = _Unit(self)
+        try:
+            yield unit
+        finally:
+            unit.limits.finish()
 
     async def wait_for_change(self, run_id: str, version: int, timeout: float) -> None:
         def changed() -> bool:

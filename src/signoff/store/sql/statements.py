@@ -28,6 +28,8 @@ from signoff.store.sql.tables import (
     audit_heads,
     audit_meta,
     duplicates,
+    limit_counters,
+    limit_reservations,
     runs,
 )
 
@@ -63,6 +65,13 @@ class Statements:
     all_heads: Select[Any]
     pre_chain_through: Select[Any]
     insert_checkpoint: Insert
+    # Cumulative limits: ``lock_limit`` upserts the subject's counter row (its row lock, or
+    # SQLite's write lock, is held until commit) before ``limit_usage`` reads the window.
+    lock_limit: Insert
+    limit_usage: Select[Any]
+    hold_limit: Insert
+    release_limits: Delete
+    purge_limits: Delete
 
 
 def _bump_head(dialect: str) -> Insert:
@@ -84,20 +93,46 @@ def _bump_head(dialect: str) -> Insert:
     )
 
 
+def _lock_limit(dialect: str) -> Insert:
+    row = {
+        "limit_key": sa.bindparam("b_key", type_=limit_counters.c.limit_key.type),
+        "touches": sa.literal(1, type_=sa.BigInteger()),
+    }
+    if dialect in ("postgresql", "sqlite"):
+        upsert = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(limit_counters)
+        upsert = upsert.values(row)
+        return upsert.on_conflict_do_update(
+            index_elements=["limit_key"], set_={"touches": limit_counters.c.touches + 1}
+        )
+    return (
+        mysql.insert(limit_counters)
+        .values(row)
+        .on_duplicate_key_update(touches=limit_counters.c.touches + 1)
+    )
+
+
 def statements_for(dialect: str) -> Statements:
     insert_run: Insert
     insert_duplicate: Insert
+    hold_limit: Insert
     if dialect == "postgresql":
+        hold_limit = postgresql.insert(limit_reservations).on_conflict_do_nothing(
+            index_elements=["limit_key", "run_id"]
+        )
         insert_run = postgresql.insert(runs).on_conflict_do_nothing(index_elements=["run_id"])
         insert_duplicate = postgresql.insert(duplicates).on_conflict_do_nothing(
             index_elements=["scope_hash"]
         )
     elif dialect == "sqlite":
+        hold_limit = sqlite.insert(limit_reservations).on_conflict_do_nothing(
+            index_elements=["limit_key", "run_id"]
+        )
         insert_run = sqlite.insert(runs).on_conflict_do_nothing(index_elements=["run_id"])
         insert_duplicate = sqlite.insert(duplicates).on_conflict_do_nothing(
             index_elements=["scope_hash"]
         )
     else:
+        hold_limit = sa.insert(limit_reservations)
         insert_run = sa.insert(runs)
         insert_duplicate = sa.insert(duplicates)
 
@@ -163,4 +198,22 @@ def statements_for(dialect: str) -> Statements:
             audit_meta.c.name == PRE_CHAIN_THROUGH
         ),
         insert_checkpoint=sa.insert(audit_checkpoints),
+        lock_limit=_lock_limit(dialect),
+        limit_usage=sa.select(
+            limit_reservations.c.run_id,
+            limit_reservations.c.reserved_at,
+            limit_reservations.c.amount,
+        ).where(
+            limit_reservations.c.limit_key == sa.bindparam("b_key"),
+            limit_reservations.c.reserved_at
+            > sa.bindparam("b_since", type_=limit_reservations.c.reserved_at.type),
+        ),
+        hold_limit=hold_limit,
+        release_limits=sa.delete(limit_reservations).where(
+            limit_reservations.c.run_id == sa.bindparam("b_run_id")
+        ),
+        purge_limits=sa.delete(limit_reservations).where(
+            limit_reservations.c.reserved_at
+            < sa.bindparam("b_older_than", type_=limit_reservations.c.reserved_at.type)
+        ),
     )

@@ -17,6 +17,10 @@ The schema itself is created and changed only by the Alembic migrations next to 
   writers from forking a chain.
 - ``signoff_audit_checkpoints``: signed statements of chain heads (``signoff audit checkpoint``).
 - ``signoff_audit_meta``: ``pre_chain_through_seq``, the last event written before the chain.
+- ``signoff_limit_counters``: one row per cumulative-limit subject, upserted to take its row lock
+  (SQLite: the write lock) before the subject's usage is read (``core/limits.reserve``).
+- ``signoff_limit_reservations``: one row per (subject, run) holding a limit; usage in a window
+  is counted and summed from these rows; a run that ends without executing deletes its rows.
 - ``signoff_workers``: each runtime incarnation's last heartbeat, host, pid, process start time
   and liveness lock name, for crash recovery.
 - ``signoff_approval_links``: one-time decision links, by the SHA-256 of their token.
@@ -42,6 +46,8 @@ AUDIT_HEADS = "signoff_audit_heads"
 AUDIT_CHECKPOINTS = "signoff_audit_checkpoints"
 AUDIT_META = "signoff_audit_meta"
 APPROVAL_LINKS = "signoff_approval_links"
+LIMIT_COUNTERS = "signoff_limit_counters"
+LIMIT_RESERVATIONS = "signoff_limit_reservations"
 VERSION_TABLE = "signoff_alembic_version"
 
 MYSQL_TABLE_ARGS: dict[str, Any] = {
@@ -198,5 +204,26 @@ approval_links = sa.Table(
     sa.Column("expires_at", UTCDateTime(), nullable=False),
     sa.Column("used_at", UTCDateTime(), nullable=True),
     sa.Index("ix_signoff_approval_links_expiry", "expires_at"),
+    **MYSQL_TABLE_ARGS,
+)
+
+limit_counters = sa.Table(
+    LIMIT_COUNTERS,
+    metadata,
+    sa.Column("limit_key", sa.String(64), primary_key=True),
+    sa.Column("touches", sa.BigInteger(), nullable=False),
+    **MYSQL_TABLE_ARGS,
+)
+
+limit_reservations = sa.Table(
+    LIMIT_RESERVATIONS,
+    metadata,
+    sa.Column("limit_key", sa.String(64), primary_key=True),
+    sa.Column("run_id", sa.String(64), primary_key=True),
+    sa.Column("tenant_id", sa.String(255), nullable=False),
+    sa.Column("amount", sa.Double(), nullable=False),
+    sa.Column("reserved_at", UTCDateTime(), nullable=False),
+    sa.Index("ix_signoff_limit_reservations_window", "limit_key", "reserved_at"),
+    sa.Index("ix_signoff_limit_reservations_run", "run_id"),
     **MYSQL_TABLE_ARGS,
 )

@@ -27,6 +27,7 @@ from signoff.store.faults import DecodeFaults
 from signoff.store.sql.audit import SqlAuditLog
 from signoff.store.sql.duplicates import SqlDuplicateStore
 from signoff.store.sql.engine import SQLITE_BUSY_TIMEOUT_MS
+from signoff.store.sql.limits import SqlLimitLedger
 from signoff.store.sql.runs import SqlRunStore
 from signoff.store.sql.statements import Statements
 from signoff.store.sql.writer import SqliteWriter, Ticket
@@ -54,6 +55,7 @@ class SqlUnit:
         "changed_runs",
         "duplicates",
         "faults",
+        "limits",
         "runs",
         "sql",
         "wrote",
@@ -78,6 +80,7 @@ class SqlUnit:
         self.runs: SqlRunStore = SqlRunStore(self)
         self.duplicates: SqlDuplicateStore = SqlDuplicateStore(self)
         self.audit: SqlAuditLog = SqlAuditLog(self)
+        self.limits: SqlLimitLedger = SqlLimitLedger(self)
 
     async def read(self, statement: Executable, params: Params | None, extract: Extract) -> Any:
         if self.wrote and self._writer is not None:

@@ -51,6 +51,7 @@ def populate(db: Path) -> dict[str, str]:
             other = await runtime.propose(
                 proposal({"invoice_id": "INV-1", "amount": 10}, tenant="other")
             )
+            await runtime.drain()  # the approved dispatch may still be finishing in the background
             return {
                 "small": small.run_id,
                 "quorum": quorum.run_id,
@@ -314,6 +315,7 @@ def populate_more(db: Path) -> None:
         try:
             runtime = Runtime(ActionRegistry([definition(Recorder(), approval=QUORUM)]), store)
             await runtime.propose(proposal({"invoice_id": "INV-9", "amount": 1}, key="k9"))
+            await runtime.drain()
         finally:
             await store.close()
 

@@ -40,15 +40,37 @@ def approval_rule(action: LoadedAction) -> str:
     return f"{condition} -> {approval.approvers.count} of {roles}"
 
 
+def limits_rule(action: LoadedAction) -> str:
+    """Each cumulative limit in a few words: ``daily: 5 calls, sum input.amount <= 1000 per
+    principal / 24h -> approval``."""
+    rules = []
+    for limit in action.manifest.spec.limits:
+        bounds = []
+        if limit.count is not None:
+            bounds.append(f"{limit.count} calls")
+        if limit.sum is not None:
+            bounds.append(f"sum {limit.sum} <= {limit.max:g}" if limit.max is not None else "")
+        rules.append(
+            f"{limit.name}: {', '.join(bounds)} per {limit.per} / {limit.window} -> "
+            f"{limit.on_exceed}"
+        )
+    return "\n".join(rules) or "none"
+
+
 def _table(loaded: ManifestSet) -> Table:
     table = Table(title=f"{len(loaded.actions)} actions in {loaded.source}")
-    for column in ("id", "effect", "risk", "approval", "executor"):
+    for column in ("id", "effect", "risk", "approval", "limits", "executor"):
         table.add_column(column, overflow="fold")
     for action in loaded.actions:
         spec = action.manifest.spec
         kind = "http" if spec.executor.http is not None else "python"
         table.add_row(
-            action.id, spec.effect, spec.risk, approval_rule(action), f"{spec.executor.mode} {kind}"
+            action.id,
+            spec.effect,
+            spec.risk,
+            approval_rule(action),
+            limits_rule(action),
+            f"{spec.executor.mode} {kind}",
         )
     return table
 

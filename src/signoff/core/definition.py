@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from signoff.core.codes import ExecutionStatus, RetryDisposition
+from signoff.core.limits import LimitSpec
 
 ACTION_ID_PATTERN = r"^[a-z][a-z0-9_.-]{0,63}$"
 TOOL_NAME_PATTERN = r"^[a-zA-Z0-9_-]{1,64}$"
@@ -213,6 +214,7 @@ class ActionDefinition(BaseModel):
     )
     sensitive_fields: tuple[str, ...] = ()
     display: dict[str, FieldDisplay] = Field(default_factory=dict)
+    limits: tuple[LimitSpec, ...] = ()
     source: str | None = Field(default=None, description="Where it was declared (file:line).")
 
     def revision(self) -> str:

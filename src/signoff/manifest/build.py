@@ -26,6 +26,7 @@ from signoff.core.definition import (
     ResultMapping,
     RetrySpec,
 )
+from signoff.core.limits import LimitSpec, LimitSubject, OnExceed
 from signoff.manifest.errors import ManifestProblem, ProblemCode
 from signoff.manifest.http_executor import HttpExecutor
 from signoff.manifest.http_response import PASS_THROUGH, CodeRule, ResponseSpec
@@ -129,6 +130,18 @@ def definition_of(check: DocumentCheck, manifest: Manifest) -> ActionDefinition:
             )
             for name, shown in spec.display.items()
         },
+        limits=tuple(
+            LimitSpec(
+                name=limit.name,
+                per=LimitSubject(limit.per),
+                window=parse_duration(limit.window),
+                count=limit.count,
+                sum=limit.sum,
+                max=float(limit.max) if limit.max is not None else None,
+                on_exceed=OnExceed(limit.on_exceed),
+            )
+            for limit in spec.limits
+        ),
         source=f"{check.document.file}:{check.document.position(())[0]}",
     )
 

@@ -226,6 +226,36 @@ class DocumentCheck:
                     + ", ".join(sorted(map(str, allowed))),
                 )
 
+    def check_limits(self) -> None:
+        limits = self.at("spec", "limits")
+        seen: set[str] = set()
+        for index, limit in enumerate(limits if isinstance(limits, list) else ()):
+            if not isinstance(limit, dict):
+                continue
+            path = ("spec", "limits", index)
+            self.cel(*path, "sum")
+            if ("sum" in limit) != ("max" in limit):
+                self.report(
+                    (*path, "sum" if "sum" in limit else "max"),
+                    ProblemCode.INVALID_VALUE,
+                    "sum and max go together: sum is a CEL number, max its bound",
+                )
+            if "count" not in limit and "sum" not in limit:
+                self.report(
+                    path, ProblemCode.INVALID_VALUE, "a limit needs count and/or sum with max"
+                )
+            if limit.get("per") == "resource" and self.at("spec", "resource") is None:
+                self.report(
+                    (*path, "per"),
+                    ProblemCode.INVALID_VALUE,
+                    "per: resource needs a spec.resource expression naming the resource",
+                )
+            name = limit.get("name")
+            if isinstance(name, str):
+                if name in seen:
+                    self.report((*path, "name"), ProblemCode.INVALID_VALUE, f"limit {name!r} twice")
+                seen.add(name)
+
     def check(self) -> None:
         """Every meaning check, each on whatever raw value is there."""
         schema = self.at("spec", "input")
@@ -244,6 +274,7 @@ class DocumentCheck:
         escalate = self.at("spec", "approval", "escalate")
         for index in range(len(escalate) if isinstance(escalate, list) else 0):
             self.cel("spec", "approval", "escalate", index, "when")
+        self.check_limits()
         self.guard = self.hook("spec", "guard")
         self.preview = self.hook("spec", "preview", "python")
         self.check_executor()

@@ -194,6 +194,24 @@ class ResultSpec(_Strict):
     """A default message when the executor gives none."""
 
 
+class Limit(_Strict):
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_.-]{0,63}$")
+    """The limit's name, unique in the action; shown to approvers and in refusals."""
+    per: Literal["principal", "tenant", "resource"] = "principal"
+    """Whose calls count together: the same principal, the whole tenant, or the same resource."""
+    window: Duration
+    """The sliding window, e.g. 24h: only calls reserved within it count."""
+    count: int | None = Field(default=None, ge=0)
+    """At most this many calls in the window (with sum: both bounds hold)."""
+    sum: str | None = None
+    """CEL number summed over the calls in the window, e.g. input.amount; needs max."""
+    max: float | int | None = Field(default=None, ge=0)
+    """The bound of sum."""
+    on_exceed: Literal["approval", "deny"] = "approval"
+    """approval: a call over the limit waits for a human (the request says which limit and how
+    far over); deny: refused with LIMIT_EXCEEDED, saying when the limit frees up."""
+
+
 class Spec(_Strict):
     effect: Literal["read_only", "write", "external_send", "financial", "production_change"]
     """What kind of side effect the action has."""
@@ -239,6 +257,8 @@ class Display(_Strict):
     """money: the ISO 4217 currency, e.g. EUR."""
     minor_units: bool = False
     """money: the value is in minor units (cents), e.g. 88000 shows as 880.00 EUR."""
+    limits: list[Limit] = []
+    """Cumulative limits across calls, enforced atomically across processes and instances."""
 
 
 class CasePrincipal(_Strict):

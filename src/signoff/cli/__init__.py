@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from signoff.cli import approvals, audit, check, db, demo, recover, runs, serve
+from signoff.cli import approvals, audit, check, db, demo, limits, recover, runs, serve
 
 app = typer.Typer(
     name="signoff",
@@ -21,6 +21,7 @@ runs.register(app)
 approvals.register(app)
 recover.register(app)
 audit.register(app)
+limits.register(app)
 
 
 def main() -> None:

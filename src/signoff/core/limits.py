@@ -237,3 +237,41 @@ async def reserve(
         check = usage.check
         await ledger.hold(check.key, check.tenant_id, run_id, check.amount, now)
     return decision
+
+
+def subject_of(spec: LimitSpec, tenant_id: str, principal_id: str, resource: str | None) -> str:
+    """Whose calls count together under ``spec``; a resource limit needs the resource."""
+    if spec.per is LimitSubject.TENANT:
+        return tenant_id
+    if spec.per is LimitSubject.RESOURCE:
+        if resource is None:
+            raise ValueError(f"limit {spec.name!r} is per resource: name the resource")
+        return resource
+    return principal_id
+
+
+async def current_usage(
+    ledger: LimitLedger, checks: Sequence[LimitCheck], now: datetime
+) -> list[LimitUsage]:
+    """Each limit's usage now, without locking or reserving (operators, the API)."""
+    return [
+        measure(check, await ledger.usage(check.key, now - check.spec.window), now)
+        for check in checks
+    ]
+
+
+def usage_record(usage: LimitUsage) -> dict[str, object]:
+    """A limit's usage as JSON (``signoff limits usage --json``, ``GET /api/limits``)."""
+    spec = usage.check.spec
+    return {
+        "limit": spec.name,
+        "action": usage.check.action_id,
+        "per": spec.per.value,
+        "subject": usage.check.subject,
+        "window_seconds": spec.window.total_seconds(),
+        "count": usage.count,
+        "count_max": spec.count,
+        "sum": usage.total if spec.sum is not None else None,
+        "sum_max": spec.max,
+        "on_exceed": spec.on_exceed.value,
+    }

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from signoff.core import admission
+from signoff.core import admission, limit_stage
 from signoff.core.amendments import AmendmentRefused, amended
+from signoff.core.approval_digest import short_digest
 from signoff.core.background import Notifications
 from signoff.core.codes import Code
 from signoff.core.compiled import ActionRegistry, CompiledAction
@@ -22,7 +23,8 @@ from signoff.core.definition import ExecutorMode
 from signoff.core.dispatcher import Dispatcher
 from signoff.core.identity import Channel, Principal
 from signoff.core.ledger import MAX_CAS_ATTEMPTS, RunLedger
-from signoff.core.outcomes import Actor, AuditKind, Decision, outcome_of
+from signoff.core.limits import LimitDecision
+from signoff.core.outcomes import Actor, AuditKind, Decision, outcome_of, terminal_status_for
 from signoff.core.ports import Clock
 from signoff.core.results import ActionOutcome, ExecutionResult
 from signoff.core.run import (
@@ -84,6 +86,24 @@ def is_overdue(run: ActionRun, now: datetime) -> bool:
     )
 
 
+def digest_refusal(
+    action: CompiledAction, run: ActionRun, state: ApprovalState
+) -> ExecutionResult | None:
+    """Dispatch runs exactly what was approved: the digest recomputed now (current definition
+    revision, the run's input, resource, principal, tenant) must equal the digest every
+    approving decision recorded (each approver approved the call as it stood when they voted)."""
+    now_digest = limit_stage.digest_of(action, run)
+    approved = [d.digest for d in state.approvals() if d.digest is not None]
+    mismatch = next((d for d in approved if d != now_digest), None)
+    if mismatch is None:  # also: votes cast before digests existed
+        return None
+    return ExecutionResult.denied(
+        Code.APPROVAL_DIGEST_MISMATCH,
+        f"What would run ({short_digest(now_digest)}) is not what was approved "
+        f"({short_digest(mismatch)}); nothing ran.",
+    ).model_copy(update={"output": {"approved": mismatch, "now": now_digest}})
+
+
 class Approvals:
     """Owns the approval stage: recording decisions, quorum, resume and expiry."""
 
@@ -138,6 +158,9 @@ class Approvals:
                     return DecisionResult(refused.code, outcome_of(run), accepted=False)
                 assert run.approval is not None
                 state = run.approval  # an escalated tier raises the count
+            action = self._registry.resolve(run.action_id)
+            # What this approver approves: the call as it would run under the definition now.
+            digest = limit_stage.digest_of(action, run) if action is not None else state.digest
             decision = ApprovalDecision(
                 approver_id=approver.id,
                 roles=approver.roles,
@@ -146,12 +169,14 @@ class Approvals:
                 at=now,
                 channel=request.channel,
                 via=request.via,
+                digest=digest,
             )
             state = state.model_copy(update={"decisions": (*state.decisions, decision)})
             audit: dict[str, Any] = {
                 "vote": str(request.vote),
                 "reason": request.reason,
                 "via": request.via,
+                "digest": digest,
             }
             if request.amendments is not None and run.amendments:
                 last = run.amendments[-1]
@@ -174,7 +199,6 @@ class Approvals:
                 self._notifications.decided(run.run_id, Decision.REJECTED)
                 return DecisionResult(Code.APPROVAL_REJECTED, outcome, accepted=True)
 
-            action = self._registry.resolve(run.action_id)
             if action is not None and not self._quorum(action, run, state):
                 waiting = run.advance(RunStatus.WAITING_APPROVAL, now, approval=state)
                 stored = await self._ledger.cas(
@@ -220,7 +244,7 @@ class Approvals:
                 Code.ACTION_NOT_REGISTERED, f"{run.action_id} is no longer registered."
             )
         else:
-            refusal = admission.recheck(action, run, now)
+            refusal = admission.recheck(action, run, now) or digest_refusal(action, run, state)
         if refusal is not None:
             return await self._ledger.terminal(
                 run,
@@ -232,13 +256,38 @@ class Approvals:
             )
         assert action is not None
         started = self._dispatcher.start_attempt(run, now, approval=state)
+        checks = limit_stage.checks_for(action, run, admission.policy_input(run, now))
+        if isinstance(checks, ExecutionResult):
+            return await self._ledger.terminal(
+                run, checks, AuditKind.RESUME_REFUSED, actor=approver_id, data=audit, approval=state
+            )
+
+        def on_limits(verdict: LimitDecision) -> tuple[ActionRun, AuditKind]:
+            """Resume re-checks the limits: a deny limit now exceeded refuses; an approval limit
+            is what the approvers just approved."""
+            if verdict.denied:
+                result = limit_stage.denial(verdict)
+                return run.advance(
+                    terminal_status_for(result), now, result=result, approval=state
+                ), AuditKind.LIMIT_EXCEEDED
+            held = tuple(check.spec.name for check in checks)
+            return started.model_copy(update={"limits_held": held}), AuditKind.APPROVED_DISPATCHING
+
         stored = await self._ledger.cas(
             run,
             started,
             AuditKind.APPROVED_DISPATCHING,
             actor=approver_id,
-            data={**audit, "revision": action.revision},
+            data={
+                **audit,
+                "revision": action.revision,
+                "executed_digest": limit_stage.digest_of(action, run),
+            },
+            limits=checks,
+            on_limits=on_limits,
         )
+        if stored is not None and stored.is_terminal:
+            return outcome_of(stored)
         if stored is None:
             return None
         if action.definition.mode is ExecutorMode.ASYNC:

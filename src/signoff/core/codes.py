@@ -105,6 +105,8 @@ class Code(StrEnum):
     REPAIR_NOT_APPLICABLE = "REPAIR_NOT_APPLICABLE"
     REPAIR_NOT_IDEMPOTENT = "REPAIR_NOT_IDEMPOTENT"
     UNAUTHENTICATED = "UNAUTHENTICATED"
+    LIMIT_EXCEEDED = "LIMIT_EXCEEDED"
+    APPROVAL_DIGEST_MISMATCH = "APPROVAL_DIGEST_MISMATCH"
     INSUFFICIENT_SCOPE = "INSUFFICIENT_SCOPE"
 
 
@@ -151,5 +153,7 @@ CODE_DESCRIPTIONS: dict[Code, str] = {
     Code.REPAIR_NOT_APPLICABLE: "Only a dispatched MANUAL_REVIEW failure (not deferred work) can be re-dispatched.",
     Code.REPAIR_NOT_IDEMPOTENT: "The executor is not idempotent: an operator re-dispatch could repeat its effect.",
     Code.UNAUTHENTICATED: "No valid credentials.",
+    Code.LIMIT_EXCEEDED: "A cumulative limit (on_exceed: deny) is used up; the message says when it frees up.",
+    Code.APPROVAL_DIGEST_MISMATCH: "What would run differs from what was approved; nothing ran.",
     Code.INSUFFICIENT_SCOPE: "A valid token of the wrong kind for this surface (403; names the scope).",
 }

@@ -41,6 +41,8 @@ class CompiledAction:
     output_validator: InputValidator | None = None
     codes: frozenset[str] | None = None
     """Every code a call can answer with (``possible_codes``); ``None``: open."""
+    # One compiled ``sum`` per entry of ``definition.limits`` (None: a count-only limit).
+    limit_sums: tuple[CelExpression | None, ...] = ()
 
     @property
     def id(self) -> str:
@@ -93,6 +95,10 @@ def compile_action(definition: ActionDefinition) -> CompiledAction:
         tier_when = cel_at(f"approval.escalate[{index}].when", tier.when)
         if tier_when is not None:
             escalations.append((tier_when, tier.count))
+    limit_sums = tuple(
+        cel_at(f"limits[{index}].sum", limit.sum) if limit.sum is not None else None
+        for index, limit in enumerate(definition.limits)
+    )
 
     if problems or validator is None or approval_when is None:
         raise InvalidDefinition(definition.id, problems)
@@ -106,6 +112,7 @@ def compile_action(definition: ActionDefinition) -> CompiledAction:
         escalations=tuple(escalations),
         output_validator=output_validator,
         codes=frozenset(codes) if (codes := possible_codes(definition)) is not None else None,
+        limit_sums=limit_sums,
     )
 
 

@@ -15,6 +15,8 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
+from signoff.core.limit_stage import releases
+from signoff.core.limits import LimitCheck, LimitDecision, reserve
 from signoff.core.outcomes import AuditKind, event, outcome_of, terminal_status_for
 from signoff.core.ports import AuditEvent, Clock, DuplicateEntry, Liveness, Store
 from signoff.core.results import ActionOutcome, ExecutionResult
@@ -25,6 +27,10 @@ MAX_CAS_ATTEMPTS = 64
 
 OnDuplicate = Callable[[DuplicateEntry], tuple[ActionRun, list[AuditEvent]]]
 """Given the entry that holds a scope already: the run and audit to record instead."""
+
+OnLimits = Callable[[LimitDecision], tuple[ActionRun, list[AuditEvent]]]
+"""Given the limits' decision (reservations held unless a deny limit is exceeded): the run and
+audit to record."""
 
 
 class RunLedger:
@@ -80,10 +86,15 @@ class RunLedger:
         *,
         scope: DuplicateScope | None = None,
         on_duplicate: OnDuplicate | None = None,
+        limits: Sequence[LimitCheck] = (),
+        on_limits: OnLimits | None = None,
     ) -> ActionRun:
         """Create ``run`` with its audit in one unit. With ``scope``, reserve it first; when another
-        run holds it, record what ``on_duplicate`` answers instead. Returns the run recorded."""
+        run holds it, record what ``on_duplicate`` answers instead. With ``limits`` (and a scope
+        taken), reserve them next, atomically per subject, and record what ``on_limits`` answers;
+        a run that answer ends gives its duplicate scope back. Returns the run recorded."""
         async with self._store.unit() as unit:
+            duplicate = False
             if scope is not None:
                 reservation = await unit.duplicates.reserve(
                     scope, run.run_id, run.input_hash, run.updated_at
@@ -91,6 +102,13 @@ class RunLedger:
                 if not reservation.accepted:
                     assert reservation.existing is not None and on_duplicate is not None
                     run, events = on_duplicate(reservation.existing)
+                    duplicate = True
+            if limits and not duplicate:
+                assert on_limits is not None
+                decision = await reserve(unit.limits, limits, run.run_id, run.updated_at)
+                run, events = on_limits(decision)
+                if run.is_terminal and scope is not None:
+                    await unit.duplicates.release(scope, run.run_id)
             await unit.runs.create(run)
             await unit.audit.append(events)
         return run
@@ -103,10 +121,27 @@ class RunLedger:
         *,
         actor: str | None = None,
         data: dict[str, Any] | None = None,
+        limits: Sequence[LimitCheck] = (),
+        on_limits: Callable[[LimitDecision], tuple[ActionRun, AuditKind]] | None = None,
     ) -> ActionRun | None:
-        """A non-terminal compare-and-set and its audit event in one unit; ``None``: race lost."""
+        """A non-terminal compare-and-set and its audit event in one unit; ``None``: race lost.
+
+        With ``limits``, the run's reservations are re-checked (and held) first in the same unit;
+        ``on_limits`` may replace the update (a terminal one gives the scope and limits back)."""
         async with self._store.unit() as unit:
+            if limits:
+                assert on_limits is not None
+                decision = await reserve(unit.limits, limits, run.run_id, updated.updated_at)
+                updated, kind = on_limits(decision)
             stored = await unit.runs.compare_and_set(run.version, updated)
+            if stored is not None and stored.is_terminal:
+                assert stored.result is not None
+                if run.duplicate_scope is not None:
+                    await unit.duplicates.complete(
+                        run.duplicate_scope, run.run_id, stored.result, updated.updated_at
+                    )
+                if releases(run, stored.status):
+                    await unit.limits.release(run.run_id)
             if stored is not None:
                 await unit.audit.append(
                     [event(stored, kind, updated.updated_at, actor=actor, **(data or {}))]
@@ -141,6 +176,8 @@ class RunLedger:
                 return None
             if run.duplicate_scope is not None:
                 await unit.duplicates.complete(run.duplicate_scope, run.run_id, result, now)
+            if releases(run, status):
+                await unit.limits.release(run.run_id)
             await unit.audit.append(
                 [event(stored, kind, now, actor=actor, code=result.code, **(data or {}))]
             )

@@ -6,6 +6,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from signoff.core.approval_digest import short_digest
 from signoff.core.codes import Code, ExecutionStatus, RetryDisposition
 from signoff.core.ports import AuditEvent
 from signoff.core.results import ActionOutcome, ApprovalSummary, ExecutionResult
@@ -60,6 +61,8 @@ def approval_summary(run: ActionRun) -> ApprovalSummary | None:
         approvals_needed=state.count,
         approvals_received=state.approvals_received,
         approver_roles=state.approver_roles,
+        reason=state.reason,
+        digest=short_digest(state.digest) or None,
     )
 
 
@@ -129,6 +132,7 @@ class AuditKind(StrEnum):
     APPROVAL_EXPIRED = "approval_expired"
     APPROVED_DISPATCHING = "approved_dispatching"
     RESUME_REFUSED = "resume_refused"
+    LIMIT_EXCEEDED = "limit_exceeded"
     DISPATCHING = "dispatching"
     DISPATCH_CLAIMED = "dispatch_claimed"
     GUARD_DENIED = "guard_denied"

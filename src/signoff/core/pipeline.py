@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from signoff.core import admission
+from signoff.core import admission, limit_stage
 from signoff.core.background import Notifications
 from signoff.core.clock import new_run_id
 from signoff.core.codes import Code, ExecutionStatus, RetryDisposition
@@ -27,6 +27,7 @@ from signoff.core.definition import ExecutorMode
 from signoff.core.dispatcher import Dispatcher
 from signoff.core.input_limits import DEFAULT_LIMITS, InputLimits, screen, storable_key
 from signoff.core.ledger import RunLedger
+from signoff.core.limits import LimitDecision
 from signoff.core.outcomes import AuditKind, event, outcome_of, terminal_status_for
 from signoff.core.ports import AuditEvent, Clock, DuplicateEntry, DuplicateState
 from signoff.core.preview import run_preview
@@ -144,6 +145,9 @@ class Pipeline:
             event(run, AuditKind.POLICY_ALLOWED, now, approval_required=decision.approval_required)
         )
 
+        checks = limit_stage.checks_for(action, run, admission.policy_input(run, now))
+        if isinstance(checks, ExecutionResult):
+            return await self._refuse(run, events, checks)
         scope = admission.duplicate_scope(action, run)
         evaluated = run
         background = action.definition.mode is ExecutorMode.ASYNC and not decision.approval_required
@@ -166,12 +170,15 @@ class Pipeline:
         before = list(events)
         if scope is not None:
             events.append(event(run, AuditKind.RESERVED, now, scope=scope.visibility))
+        reserved = list(events)
         if decision.approval_required:
             waiting = run.advance(
                 RunStatus.WAITING_APPROVAL,
                 now,
                 duplicate_scope=scope,
-                approval=admission.approval_state(action, now, decision.approvals_needed),
+                approval=limit_stage.requested_approval(
+                    action, run, now, count=decision.approvals_needed
+                ),
             )
             run = waiting if preview is None else waiting.model_copy(update={"preview": preview})
             events.append(
@@ -186,8 +193,49 @@ class Pipeline:
             code = answer.result.code if answer.result else None
             return answer, [*before, event(answer, AuditKind.DUPLICATE, now, code=code)]
 
+        planned, planned_events = run, events
+        names = tuple(check.spec.name for check in checks)
+
+        def on_limits(verdict: LimitDecision) -> tuple[ActionRun, list[AuditEvent]]:
+            """Within every limit: as planned. Over a deny limit: refused, nothing held. Over an
+            approval limit: held, and the run waits for a human told which limit and how far."""
+            if verdict.denied:
+                result = limit_stage.denial(verdict)
+                denied = evaluated.advance(terminal_status_for(result), now, result=result)
+                return denied, [
+                    *before,
+                    event(denied, AuditKind.LIMIT_EXCEEDED, now, code=result.code),
+                ]
+            if not verdict.exceeded:
+                return planned.model_copy(update={"limits_held": names}), planned_events
+            reason = limit_stage.approval_reason(verdict)
+            parked = evaluated.advance(
+                RunStatus.WAITING_APPROVAL,
+                now,
+                duplicate_scope=scope,
+                limits_held=names,
+                approval=limit_stage.requested_approval(
+                    action, evaluated, now, reason, count=decision.approvals_needed
+                ),
+            )
+            requested = event(
+                parked,
+                AuditKind.APPROVAL_REQUESTED,
+                now,
+                code=Code.APPROVAL_REQUIRED,
+                reason=reason,
+            )
+            return parked, [*reserved, requested]
+
         try:
-            run = await self._ledger.create(run, events, scope=scope, on_duplicate=on_duplicate)
+            run = await self._ledger.create(
+                run,
+                events,
+                scope=scope,
+                on_duplicate=on_duplicate,
+                limits=checks,
+                on_limits=on_limits,
+            )
         except BaseException:
             if background:
                 self._dispatcher.release_background()
@@ -197,6 +245,8 @@ class Pipeline:
                 self._dispatcher.release_background()
             return outcome_of(run)
         if run.status is RunStatus.WAITING_APPROVAL:
+            if background:  # parked by a limit: its lane slot was never used
+                self._dispatcher.release_background()
             self._notifications.requested(run)
             return outcome_of(run)
         return await self._dispatcher.dispatch(action, run)

@@ -56,6 +56,13 @@ def _variables(
     }
 
 
+def cel_variables(
+    action: CompiledAction, request: PolicyInput, resource: str | None
+) -> dict[str, Any]:
+    """The CEL variables of a request (contract §6), for expressions outside the policy."""
+    return _variables(action, request, resource)
+
+
 def _error(where: str, exc: Exception) -> PolicyDecision:
     """Fail closed. The agent learns which rule; the library's text goes to the audit trail."""
     denial = ExecutionResult.denied(

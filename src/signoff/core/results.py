@@ -168,6 +168,10 @@ class ApprovalSummary(BaseModel):
     approvals_needed: int
     approvals_received: int = 0
     approver_roles: tuple[str, ...] = ()
+    reason: str | None = None
+    """Why approval is needed beyond the approval rule: which cumulative limit, how far over."""
+    digest: str | None = None
+    """The short form of the approval digest: what exactly is being approved."""
 
 
 class ActionOutcome(BaseModel):

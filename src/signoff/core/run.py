@@ -112,6 +112,9 @@ class ApprovalDecision(BaseModel):
     via: str | None = Field(
         default=None, description="Operator detail, e.g. the OS user of the CLI."
     )
+    digest: str | None = Field(
+        default=None, description="The approval digest this decision was made on."
+    )
 
 
 class ApprovalState(BaseModel):
@@ -125,6 +128,12 @@ class ApprovalState(BaseModel):
     requested_at: datetime
     expires_at: datetime | None
     decisions: tuple[ApprovalDecision, ...] = ()
+    digest: str | None = Field(
+        default=None, description="What is approved (core/approval_digest.py), set on request."
+    )
+    reason: str | None = Field(
+        default=None, description="Why approval is needed when a cumulative limit asks for it."
+    )
 
     def approvals(self) -> list[ApprovalDecision]:
         return [d for d in self.decisions if d.decision is ApprovalVote.APPROVE]
@@ -197,6 +206,7 @@ class RunChanges(TypedDict, total=False):
     preview: PreviewRecord
     approved_input: JsonObject
     amendments: tuple[Amendment, ...]
+    limits_held: tuple[str, ...]
 
 
 class ActionRun(BaseModel):
@@ -237,6 +247,9 @@ class ActionRun(BaseModel):
         default=None,
         description="An operator's re-dispatch of this MANUAL_REVIEW run (``repair.py``): it "
         "carries that run's operation id.",
+    )
+    limits_held: tuple[str, ...] = Field(
+        default=(), description="Names of the cumulative limits this run holds a reservation of."
     )
     created_at: datetime
     updated_at: datetime

@@ -248,6 +248,8 @@ class Spec(_Strict):
     """Input fields approvers' screens mask."""
     display: dict[str, Display] = {}
     """How approvers' screens format input fields (amounts, dates); display only."""
+    limits: list[Limit] = []
+    """Cumulative limits across calls, enforced atomically across processes and instances."""
 
 
 class Display(_Strict):
@@ -257,8 +259,6 @@ class Display(_Strict):
     """money: the ISO 4217 currency, e.g. EUR."""
     minor_units: bool = False
     """money: the value is in minor units (cents), e.g. 88000 shows as 880.00 EUR."""
-    limits: list[Limit] = []
-    """Cumulative limits across calls, enforced atomically across processes and instances."""
 
 
 class CasePrincipal(_Strict):

@@ -10,7 +10,9 @@ follows are one atomic step per subject.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy.engine import CursorResult
 
 from signoff.core.limits import LimitEntry
 
@@ -30,11 +32,10 @@ class SqlLimitLedger:
         return await self.usage(key, since)
 
     async def usage(self, key: str, since: datetime) -> list[LimitEntry]:
-        result = await self._unit.read(self._unit.sql.limit_usage, {"b_key": key, "b_since": since})
-        return [
-            LimitEntry(row["run_id"], row["reserved_at"], float(row["amount"]))
-            for row in result.mappings()
-        ]
+        entries: list[LimitEntry] = await self._unit.read(
+            self._unit.sql.limit_usage, {"b_key": key, "b_since": since}, _entries
+        )
+        return entries
 
     async def hold(
         self, key: str, tenant_id: str, run_id: str, amount: float, now: datetime
@@ -53,10 +54,17 @@ class SqlLimitLedger:
 
     async def release(self, run_id: str) -> int:
         unit = self._unit
-        result = await unit.write(unit.sql.release_limits, {"b_run_id": run_id})
-        return result.rowcount
+        count: int = await unit.write(unit.sql.release_limits, {"b_run_id": run_id})
+        return count
 
     async def purge(self, older_than: datetime) -> int:
         unit = self._unit
-        result = await unit.write(unit.sql.purge_limits, {"b_older_than": older_than})
-        return result.rowcount
+        count: int = await unit.write(unit.sql.purge_limits, {"b_older_than": older_than})
+        return count
+
+
+def _entries(result: CursorResult[Any]) -> list[LimitEntry]:
+    return [
+        LimitEntry(row["run_id"], row["reserved_at"], float(row["amount"]))
+        for row in result.mappings()
+    ]

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from enum import StrEnum
 
+from signoff.core.approval_digest import approval_digest, short_digest
 from signoff.core.outcomes import AuditKind
 from signoff.core.ports import AuditEvent, Store
 from signoff.core.run import TERMINAL_STATUSES, ActionRun, RunStatus, can_transition
@@ -32,6 +33,7 @@ class AuditProblemCode(StrEnum):
     FORBIDDEN_MOVE = "AUDIT_FORBIDDEN_MOVE"
     STATUS_MISMATCH = "AUDIT_STATUS_MISMATCH"
     ENDED_TWICE = "AUDIT_ENDED_TWICE"
+    DIGEST_MISMATCH = "AUDIT_DIGEST_MISMATCH"
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,39 @@ def check_trail(run: ActionRun, events: list[AuditEvent]) -> list[AuditProblem]:
             AuditProblemCode.ENDED_TWICE,
             f"{len(terminal_events)} terminal events; a run ends once",
         )
+    for text in digest_problems(run, events):
+        found(AuditProblemCode.DIGEST_MISMATCH, text)
+    return problems
+
+
+def digest_problems(run: ActionRun, events: list[AuditEvent]) -> list[str]:
+    """Each approving decision recorded the digest of what it approved; the call that was
+    dispatched (the run's stored input, resource, principal, tenant under the definition
+    revision its dispatch event names) must have that digest."""
+    dispatched = [e for e in events if e.kind == AuditKind.APPROVED_DISPATCHING]
+    if not dispatched:
+        return []
+    revision = (dispatched[-1].data or {}).get("revision")
+    executed = approval_digest(
+        action_id=run.action_id,
+        definition_revision=str(revision),
+        input=run.input,
+        resource=run.resource,
+        principal_id=run.principal.id,
+        principal_roles=run.principal.roles,
+        tenant_id=run.tenant_id,
+    )
+    problems = []
+    for e in events:
+        data = e.data or {}
+        digest = data.get("digest")
+        approving = e.kind in (AuditKind.APPROVAL_RECORDED, AuditKind.APPROVED_DISPATCHING)
+        approving = approving and data.get("vote") == "approve"
+        if approving and isinstance(digest, str) and digest != executed:
+            problems.append(
+                f"the approval by {e.actor} (event seq {e.seq}) approved "
+                f"{short_digest(digest)}, but the call dispatched is {short_digest(executed)}"
+            )
     return problems
 
 

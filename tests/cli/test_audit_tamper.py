@@ -382,3 +382,20 @@ def test_export_streams_hashes_and_checkpoints_and_resumes_after_a_seq(
         app, ["audit", "export", "--database", url(db), "--since", "2999-01-01T00:00:00Z"]
     )
     assert window.exit_code == 0 and window.stdout == ""
+
+
+def test_a_run_input_changed_after_its_approval_no_longer_matches_the_approved_digest(
+    copy: Copy,
+) -> None:
+    """The input the quorum approved is rewritten in the run row (its events untouched)."""
+    db, runs = copy
+    sql(
+        db,
+        "UPDATE signoff_runs SET data = json_set(data, '$.input.amount', 99999) WHERE run_id = ?",
+        runs["quorum"],
+    )
+    code, _, err = verify(db)
+    assert code == 1
+    lines = [line for line in err.splitlines() if line.startswith(f"run {runs['quorum']}:")]
+    assert len(lines) == 2, err  # both approvers
+    assert "the approval by lead-1" in err and "but the call dispatched is" in err

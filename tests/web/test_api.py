@@ -245,3 +245,17 @@ async def test_a_malformed_decision_body_is_refused_before_deciding(
         )
     assert (response.status_code, response.json()["code"]) == (400, Code.INPUT_VALIDATION_FAILED)
     assert site.recorder.count == 0
+
+
+async def test_the_api_shows_the_short_approval_digest_on_the_request_and_each_decision(
+    site: Site,
+) -> None:
+    pending = await site.propose(action="invoice.review")
+    assert pending.approval is not None and pending.approval.digest is not None
+    async with site.client(bearer(**LEAD)) as http:
+        await http.post(f"/api/runs/{pending.run_id}/approve")
+        shown = (await http.get(f"/api/runs/{pending.run_id}")).json()
+    approval = shown["approval"]
+    assert approval["digest"] == pending.approval.digest and len(approval["digest"]) == 12
+    assert [d["digest"] for d in approval["decisions"]] == [pending.approval.digest]
+    assert approval["reason"] is None

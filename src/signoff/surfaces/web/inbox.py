@@ -16,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from signoff.core.approval_digest import short_digest
 from signoff.core.approvals import DecisionRequest
 from signoff.core.codes import Code
 from signoff.core.identity import Channel
@@ -277,6 +278,8 @@ class Inbox:
             else "",
             "pending": run.status is RunStatus.WAITING_APPROVAL,
             "approver_roles": ", ".join(state.approver_roles) if state else "",
+            "digest": short_digest(state.digest) if state else "",
+            "limit_reason": (state.reason or "") if state else "",
             "needed": state.count if state else 0,
             "received": received,
             "decisions": list(state.decisions) if state else [],

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from signoff.core.approval_digest import short_digest
 from signoff.core.approvals import approver_refusal, is_overdue
 from signoff.core.codes import CODE_DESCRIPTIONS, Code
 from signoff.core.definition import DEFAULT_APPROVAL_WHEN, default_approval_rule
@@ -186,6 +187,8 @@ def run_json(runtime: Runtime, run: ActionRun, caller: Caller | None) -> dict[st
             "approvals_received": state.approvals_received,
             "requested_at": _iso(state.requested_at),
             "expires_at": _iso(state.expires_at),
+            "reason": state.reason,
+            "digest": short_digest(state.digest) or None,
             "decisions": [
                 {
                     "approver_id": d.approver_id,
@@ -193,6 +196,7 @@ def run_json(runtime: Runtime, run: ActionRun, caller: Caller | None) -> dict[st
                     "reason": d.reason,
                     "at": _iso(d.at),
                     "channel": str(d.channel),
+                    "digest": short_digest(d.digest) or None,
                 }
                 for d in state.decisions
             ],

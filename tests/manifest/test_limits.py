@@ -103,3 +103,49 @@ def test_check_shows_each_limit_in_the_table(tmp_path: Path) -> None:
         result.stdout
     )
     assert "tenant-hourly: 50 calls per tenant / 1h -> deny" in result.stdout
+
+
+CASES = """\
+  - name: the sixth refund today waits for a human
+    principal: {roles: [billing]}
+    input: {invoice_id: INV-1, amount: 10.0}
+    usage: {daily-refunds: {count: 5, sum: 100}}
+    expect: APPROVAL_REQUIRED
+  - name: exactly at the sum still runs
+    principal: {roles: [billing]}
+    input: {invoice_id: INV-1, amount: 100.0}
+    usage: {daily-refunds: {count: 1, sum: 900}}
+    expect: SUCCEEDED
+  - name: the tenant's fifty-first call is refused
+    principal: {roles: [billing]}
+    input: {invoice_id: INV-1, amount: 1.0}
+    usage: {tenant-hourly: {count: 50}}
+    expect: LIMIT_EXCEEDED
+"""
+
+
+def test_cases_set_prior_usage_and_check_reports_them(tmp_path: Path) -> None:
+    text = with_limits().replace("tests:\n", "tests:\n" + CASES)
+    write(tmp_path, "a.yaml", text)
+    result = CliRunner().invoke(app, ["check", str(tmp_path)], env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    assert "4 of 4 test cases passed" in result.stdout
+    assert "ok    demo.act: the sixth refund today waits for a human -> APPROVAL_REQUIRED" in (
+        result.stdout
+    )
+
+
+def test_a_case_naming_an_unknown_limit_is_located(tmp_path: Path) -> None:
+    text = with_limits().replace("tests:\n", "tests:\n" + CASES.replace("tenant-hourly:", "nope:"))
+    write(tmp_path, "a.yaml", text)
+    problem = only_problem(tmp_path)
+    assert problem.code is ProblemCode.INVALID_TEST
+    assert problem.path == "tests[2].usage.nope"
+
+
+def test_a_case_expecting_the_wrong_limit_outcome_fails(tmp_path: Path) -> None:
+    wrong = CASES.replace("expect: LIMIT_EXCEEDED", "expect: SUCCEEDED")
+    write(tmp_path, "a.yaml", with_limits().replace("tests:\n", "tests:\n" + wrong))
+    result = CliRunner().invoke(app, ["check", str(tmp_path)], env={"COLUMNS": "250"})
+    assert result.exit_code == 1
+    assert "the tenant's fifty-first call is refused" in result.output

@@ -138,6 +138,14 @@ def _window(window: timedelta) -> str:
     return f"{seconds}s"
 
 
+def measure_totals(check: LimitCheck, count: int, total: float) -> LimitUsage:
+    """Usage from totals alone (manifest ``tests:`` cases set them): no ``frees_at``."""
+    spec = check.spec
+    over_count = max(0, count + 1 - spec.count) if spec.count is not None else 0
+    over_sum = max(0.0, total + check.amount - spec.max) if spec.max is not None else 0.0
+    return LimitUsage(check, count, total, over_count, over_sum)
+
+
 def measure(check: LimitCheck, entries: Sequence[LimitEntry], now: datetime) -> LimitUsage:
     """Usage of ``check``'s limit from the reservations in its window, and whether the call fits.
 

@@ -9,7 +9,11 @@ from signoff.core.admission import admit
 from signoff.core.codes import Code
 from signoff.core.compiled import CompiledAction
 from signoff.core.identity import Channel, Principal, ProposerType
+from signoff.core.limit_stage import checks_for
+from signoff.core.limits import LimitDecision, measure_totals
 from signoff.core.policy import PolicyInput
+from signoff.core.results import ExecutionResult
+from signoff.core.run import ActionRun
 from signoff.manifest.loader import ManifestSet
 from signoff.manifest.model import ManifestCase
 
@@ -44,8 +48,33 @@ def decide(action: CompiledAction, case: ManifestCase, now: datetime) -> tuple[s
     if verdict.refusal is not None:
         return verdict.refusal.code, verdict.refusal.message
     assert verdict.decision is not None
-    if verdict.decision.approval_required:
-        return Code.APPROVAL_REQUIRED, "approval required"
+    run = ActionRun(
+        run_id="case",
+        tenant_id=case.tenant,
+        action_id=action.id,
+        principal=request.principal,
+        channel=request.channel,
+        proposer_type=request.proposer_type,
+        input=case.input,
+        resource=verdict.decision.resource,
+        created_at=now,
+        updated_at=now,
+    )
+    checks = checks_for(action, run, request)
+    if isinstance(checks, ExecutionResult):
+        return checks.code, checks.message
+    usages = []
+    for check in checks:
+        prior = case.usage.get(check.spec.name)
+        usages.append(
+            measure_totals(check, prior.count if prior else 0, float(prior.sum) if prior else 0.0)
+        )
+    limits = LimitDecision(tuple(usages))
+    if limits.denied:
+        return Code.LIMIT_EXCEEDED, "; ".join(u.describe() for u in limits.denied)
+    if verdict.decision.approval_required or limits.needs_approval:
+        reason = "; ".join(u.describe() for u in limits.exceeded)
+        return Code.APPROVAL_REQUIRED, reason or "approval required"
     return Code.SUCCEEDED, "would dispatch without approval"
 
 

@@ -28,6 +28,7 @@ _PRE_EXECUTION_CODES = frozenset(
         Code.POLICY_DENIED,
         Code.POLICY_EVALUATION_ERROR,
         Code.APPROVAL_REQUIRED,
+        Code.LIMIT_EXCEEDED,
     }
 )
 
@@ -216,7 +217,22 @@ class DocumentCheck:
             if isinstance(rule, dict)
         }
         tests = self.at("tests")
+        limits = self.at("spec", "limits")
+        names = {
+            limit.get("name")
+            for limit in (limits if isinstance(limits, list) else ())
+            if isinstance(limit, dict)
+        }
         for index, case in enumerate(tests if isinstance(tests, list) else ()):
+            usage = case.get("usage") if isinstance(case, dict) else None
+            for name in usage if isinstance(usage, dict) else ():
+                if name not in names:
+                    self.report(
+                        ("tests", index, "usage", name),
+                        ProblemCode.INVALID_TEST,
+                        f"{name!r} is not one of this action's limits",
+                        key=True,
+                    )
             expect = case.get("expect") if isinstance(case, dict) else None
             if isinstance(expect, str) and expect not in allowed:
                 self.report(

@@ -266,6 +266,13 @@ class CasePrincipal(_Strict):
     roles: list[Role] = []
 
 
+class CaseUsage(_Strict):
+    count: int = Field(default=0, ge=0)
+    """Calls already reserved in the limit's window."""
+    sum: float | int = Field(default=0, ge=0)
+    """Their sum so far."""
+
+
 class ManifestCase(_Strict):
     """A policy test case: the decision before execution, nothing is executed."""
 
@@ -279,9 +286,11 @@ class ManifestCase(_Strict):
     channel: Literal["mcp", "api", "cli", "ui", "scheduler", "internal", "recovery"] = "mcp"
     input: dict[str, Any] = {}
     """The tool arguments."""
+    usage: dict[str, CaseUsage] = {}
+    """Prior usage of the action's limits by name, e.g. {daily-refunds: {count: 5, sum: 900}}."""
     expect: ResultCode
-    """INPUT_VALIDATION_FAILED, POLICY_DENIED (or a deny rule's code), APPROVAL_REQUIRED, or
-    SUCCEEDED (dispatched without approval)."""
+    """INPUT_VALIDATION_FAILED, POLICY_DENIED (or a deny rule's code), LIMIT_EXCEEDED,
+    APPROVAL_REQUIRED, or SUCCEEDED (dispatched without approval)."""
 
 
 class Manifest(_Strict):

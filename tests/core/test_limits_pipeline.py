@@ -220,3 +220,18 @@ async def test_a_vote_cast_on_an_older_definition_does_not_dispatch_the_newer_on
     assert decided.outcome.code == Code.APPROVAL_DIGEST_MISMATCH
     assert "is not what was approved" in decided.outcome.message
     assert recorder.count == 0
+
+
+async def test_usage_is_visible_per_limit_and_subject(store_factory: Factory) -> None:
+    runtime, _ = await runtime_with(
+        store_factory,
+        definition(Recorder(), approval=NO_APPROVAL, limits=(DENY_TWO, TENANT_THREE)),
+    )
+    await runtime.propose(call(1))
+    await runtime.propose(call(2, who=OTHER))
+    usage = await runtime.limit_usage("invoice.cancel", "acme", principal_id="agent-1")
+    assert usage is not None
+    assert {(u.check.spec.name, u.count) for u in usage} == {("two-a-day", 1), ("tenant", 2)}
+    tenant_only = await runtime.limit_usage("invoice.cancel", "acme")
+    assert tenant_only is not None and [u.check.spec.name for u in tenant_only] == ["tenant"]
+    assert await runtime.limit_usage("nope", "acme") is None

@@ -259,3 +259,11 @@ async def test_the_api_shows_the_short_approval_digest_on_the_request_and_each_d
     assert approval["digest"] == pending.approval.digest and len(approval["digest"]) == 12
     assert [d["digest"] for d in approval["decisions"]] == [pending.approval.digest]
     assert approval["reason"] is None
+
+
+async def test_the_limits_endpoint_answers_an_unknown_action_with_its_code(site: Site) -> None:
+    async with site.client(bearer(**LEAD)) as http:
+        unknown = await http.get("/api/limits/nope")
+        none = await http.get("/api/limits/invoice.cancel?principal=agent-1")
+    assert (unknown.status_code, unknown.json()["code"]) == (404, Code.ACTION_NOT_REGISTERED)
+    assert (none.status_code, none.json()) == (200, {"limits": []})

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from signoff.core.limit_stage import releases
-from signoff.core.limits import LimitCheck, LimitDecision, reserve
+from signoff.core.limits import LimitCheck, LimitDecision, LimitUsage, current_usage, reserve
 from signoff.core.outcomes import AuditKind, event, outcome_of, terminal_status_for
 from signoff.core.ports import AuditEvent, Clock, DuplicateEntry, Liveness, Store
 from signoff.core.results import ActionOutcome, ExecutionResult
@@ -209,6 +209,11 @@ class RunLedger:
         now = self._clock.now()
         async with self._store.unit() as unit:
             await unit.audit.append([event(run, kind, now, actor=actor, code=code, **(data or {}))])
+
+    async def limit_usage(self, checks: Sequence[LimitCheck], now: datetime) -> list[LimitUsage]:
+        """Each limit's current usage (no lock, nothing held)."""
+        async with self._store.unit() as unit:
+            return await current_usage(unit.limits, checks, now)
 
     async def purge_duplicates(self, older_than: datetime) -> int:
         """Forget COMPLETED duplicate entries finished before ``older_than`` (never RUNNING ones)."""

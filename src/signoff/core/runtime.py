@@ -26,6 +26,7 @@ from signoff.core.external import CompletionResult, External
 from signoff.core.identity import Principal
 from signoff.core.input_limits import DEFAULT_LIMITS, InputLimits
 from signoff.core.ledger import RunLedger
+from signoff.core.limits import LimitCheck, LimitSubject, LimitUsage, subject_of
 from signoff.core.outcomes import not_found, outcome_of
 from signoff.core.pipeline import Pipeline
 from signoff.core.ports import AuditEvent, Clock, Notifier, Store
@@ -165,6 +166,32 @@ class Runtime:
         if await self._ledger.load_in(run_id, tenant_id) is None:
             return []
         return await self._ledger.trail(run_id)
+
+    async def limit_usage(
+        self,
+        action_id: str,
+        tenant_id: str,
+        *,
+        principal_id: str | None = None,
+        resource: str | None = None,
+    ) -> list[LimitUsage] | None:
+        """The current usage of ``action_id``'s limits for the given subject (limits per
+        principal need ``principal_id``, per resource ``resource``); ``None``: no such action."""
+        action = self._registry.resolve(action_id)
+        if action is None:
+            return None
+        checks = [
+            LimitCheck(
+                spec,
+                action_id,
+                tenant_id,
+                subject_of(spec, tenant_id, principal_id or "", resource),
+            )
+            for spec in action.definition.limits
+            if (spec.per is not LimitSubject.PRINCIPAL or principal_id is not None)
+            and (spec.per is not LimitSubject.RESOURCE or resource is not None)
+        ]
+        return await self._ledger.limit_usage(checks, self._clock.now())
 
     def action(self, action_id: str) -> CompiledAction | None:
         """The registered action by id, as currently loaded."""

@@ -21,6 +21,7 @@ from starlette.routing import BaseRoute, Route
 from signoff.core.approvals import DecisionRequest
 from signoff.core.codes import Code
 from signoff.core.identity import Channel
+from signoff.core.limits import usage_record
 from signoff.core.run import MAX_REASON_CHARS, ApprovalVote
 from signoff.core.runtime import RepairRequest, Runtime
 from signoff.surfaces.scopes import ScopeRefusal
@@ -67,7 +68,26 @@ class ApprovalsApi:
             Route("/api/runs/{run_id}/approve", self.approve, methods=["POST"]),
             Route("/api/runs/{run_id}/reject", self.reject, methods=["POST"]),
             Route("/api/runs/{run_id}/redispatch", self.redispatch, methods=["POST"]),
+            Route("/api/limits/{action_id}", self.limits, methods=["GET"]),
         ]
+
+    async def limits(self, request: Request) -> Response:
+        """The current usage of an action's cumulative limits in the caller's tenant, for the
+        subject named by ``?principal=`` / ``?resource=`` (tenant limits need neither)."""
+        verified = await self.auth.from_request(request)
+        if not isinstance(verified, Verified):
+            return _refused(verified)
+        usage = await self.runtime.limit_usage(
+            request.path_params["action_id"],
+            verified.caller.tenant_id,
+            principal_id=request.query_params.get("principal"),
+            resource=request.query_params.get("resource"),
+        )
+        if usage is None:
+            return answer(Code.ACTION_NOT_REGISTERED, "No such action.", 404)
+        return JSONResponse(
+            {"limits": [usage_record(u) for u in usage]}, headers={"Cache-Control": "no-store"}
+        )
 
     async def list_pending(self, request: Request) -> Response:
         verified = await self.auth.from_request(request)

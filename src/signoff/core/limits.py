@@ -180,8 +180,9 @@ def measure(check: LimitCheck, entries: Sequence[LimitEntry], now: datetime) -> 
 class LimitLedger(Protocol):
     """The store's side (``StoreUnit.limits``): atomic per subject inside one unit of work."""
 
-    async def lock_usage(self, key: str, since: datetime) -> list[LimitEntry]:
-        """Lock the subject ``key`` until the unit ends, then its reservations after ``since``."""
+    async def lock_totals(self, key: str, since: datetime, exclude_run: str) -> tuple[int, float]:
+        """Lock the subject ``key`` until the unit ends, then count and sum its reservations
+        after ``since`` (other than ``exclude_run``'s)."""
         ...
 
     async def usage(self, key: str, since: datetime) -> list[LimitEntry]:
@@ -236,8 +237,13 @@ async def reserve(
     """
     usages: list[LimitUsage] = []
     for check in sorted(checks, key=lambda c: c.key):
-        entries = await ledger.lock_usage(check.key, now - check.spec.window)
-        usages.append(measure(check, [e for e in entries if e.run_id != run_id], now))
+        since = now - check.spec.window
+        count, total = await ledger.lock_totals(check.key, since, run_id)
+        usage = measure_totals(check, count, total)
+        if usage.exceeded:  # only now read the rows, to say when it frees up
+            entries = await ledger.usage(check.key, since)
+            usage = measure(check, [e for e in entries if e.run_id != run_id], now)
+        usages.append(usage)
     decision = LimitDecision(tuple(usages))
     if decision.denied or (decision.exceeded and not hold_when_exceeded):
         return decision

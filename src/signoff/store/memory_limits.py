@@ -34,13 +34,14 @@ class InMemoryLimitLedger:
         self._held: list[asyncio.Lock] = []
         self._keys: set[str] = set()
 
-    async def lock_usage(self, key: str, since: datetime) -> list[LimitEntry]:
+    async def lock_totals(self, key: str, since: datetime, exclude_run: str) -> tuple[int, float]:
         if key not in self._keys:
             lock = self._rows.lock_for(key)
             await lock.acquire()
             self._held.append(lock)
             self._keys.add(key)
-        return await self.usage(key, since)
+        entries = [e for e in await self.usage(key, since) if e.run_id != exclude_run]
+        return len(entries), sum(e.amount for e in entries)
 
     async def usage(self, key: str, since: datetime) -> list[LimitEntry]:
         with self._rows.guard:

@@ -1,6 +1,6 @@
 """``LimitLedger`` over ``signoff_limit_counters`` / ``signoff_limit_reservations``.
 
-``lock_usage`` first upserts the subject's counter row: on PostgreSQL and MySQL/MariaDB that
+``lock_totals`` first upserts the subject's counter row: on PostgreSQL and MySQL/MariaDB that
 takes the row's lock until the unit commits (a second contender waits there, then reads the
 first one's committed reservation under READ COMMITTED); on SQLite it takes the database write
 lock. Only then is the window read, so the decision in ``core/limits.reserve`` and the hold that
@@ -26,10 +26,12 @@ class SqlLimitLedger:
     def __init__(self, unit: SqlUnit) -> None:
         self._unit = unit
 
-    async def lock_usage(self, key: str, since: datetime) -> list[LimitEntry]:
+    async def lock_totals(self, key: str, since: datetime, exclude_run: str) -> tuple[int, float]:
         unit = self._unit
         await unit.write(unit.sql.lock_limit, {"b_key": key})
-        return await self.usage(key, since)
+        params = {"b_key": key, "b_since": since, "b_run_id": exclude_run}
+        row: Any = await unit.read(unit.sql.limit_totals, params, _one)
+        return int(row[0]), float(row[1] or 0.0)
 
     async def usage(self, key: str, since: datetime) -> list[LimitEntry]:
         entries: list[LimitEntry] = await self._unit.read(
@@ -68,3 +70,7 @@ def _entries(result: CursorResult[Any]) -> list[LimitEntry]:
         LimitEntry(row["run_id"], row["reserved_at"], float(row["amount"]))
         for row in result.mappings()
     ]
+
+
+def _one(result: CursorResult[Any]) -> Any:
+    return result.one()

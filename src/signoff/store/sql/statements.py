@@ -69,6 +69,7 @@ class Statements:
     # SQLite's write lock, is held until commit) before ``limit_usage`` reads the window.
     lock_limit: Insert
     limit_usage: Select[Any]
+    limit_totals: Select[Any]
     hold_limit: Insert
     release_limits: Delete
     purge_limits: Delete
@@ -207,6 +208,14 @@ def statements_for(dialect: str) -> Statements:
             limit_reservations.c.limit_key == sa.bindparam("b_key"),
             limit_reservations.c.reserved_at
             > sa.bindparam("b_since", type_=limit_reservations.c.reserved_at.type),
+        ),
+        limit_totals=sa.select(
+            sa.func.count(), sa.func.coalesce(sa.func.sum(limit_reservations.c.amount), 0.0)
+        ).where(
+            limit_reservations.c.limit_key == sa.bindparam("b_key"),
+            limit_reservations.c.reserved_at
+            > sa.bindparam("b_since", type_=limit_reservations.c.reserved_at.type),
+            limit_reservations.c.run_id != sa.bindparam("b_run_id"),
         ),
         hold_limit=hold_limit,
         release_limits=sa.delete(limit_reservations).where(

@@ -86,6 +86,7 @@ def test_every_public_name_of_the_runtime_is_a_governed_operation_a_read_or_a_ch
         "wait",
         "list_runs",
         "audit_trail",
+        "limit_usage",
         "action",
         "action_for_tool",
         "actions",

@@ -80,6 +80,7 @@ def _full_run(tenant: str) -> ActionRun:
         at=T0 + timedelta(minutes=5),
         channel=Channel.CLI,
         via="os-user alice",
+        digest="d" * 64,
     )
     return new_run(
         tenant,
@@ -108,6 +109,8 @@ def _full_run(tenant: str) -> ActionRun:
             requested_at=T0,
             expires_at=T0 + timedelta(hours=24),
             decisions=(decided,),
+            digest="d" * 64,
+            reason="Over the limit 'daily' (per principal, 1d): 6 of 5 calls, over by 1 call.",
         ),
         duplicate_scope=scope(tenant, "key with spaces ~!"),
         duplicate_of=new_run_id(),
@@ -128,6 +131,7 @@ def _full_run(tenant: str) -> ActionRun:
                 previous={"amount": 1234.5},
             ),
         ),
+        limits_held=("daily", "tenant-hourly"),
         created_at=T0,
         updated_at=T0 + timedelta(microseconds=1),
     )

@@ -32,6 +32,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from signoff.core.runtime import Runtime
+from signoff.surfaces.draining import CountRequests, Draining
 from signoff.surfaces.mcp.identity import Caller, bearer_identity, fixed_identity
 from signoff.surfaces.mcp.server import SignoffMCP
 from signoff.surfaces.scopes import ScopeRefusal, Scopes
@@ -82,6 +83,8 @@ class HttpOptions:
     debug: bool = False
     task_secret: bytes | None = field(default=None, repr=False)
     """Keys MCP task ids; the same on every instance (``tasks.task_secret_from_env``)."""
+    # Graceful shutdown: in-flight accounting and long-polls that answer when it begins.
+    draining: Draining | None = None
 
 
 def authorization_servers(env: Mapping[str, str], issuer: str | None) -> list[str]:
@@ -117,9 +120,16 @@ def build_http_app(
     if isinstance(auth, FixedIdentity):
         if not is_loopback(auth.host):
             raise ValueError("a fixed HTTP identity is only allowed on a loopback address")
-        surface = SignoffMCP(runtime, fixed_identity(auth.caller), task_secret=options.task_secret)
+        surface = SignoffMCP(
+            runtime,
+            fixed_identity(auth.caller),
+            task_secret=options.task_secret,
+            draining=options.draining,
+        )
     else:
-        surface = SignoffMCP(runtime, bearer_identity, task_secret=options.task_secret)
+        surface = SignoffMCP(
+            runtime, bearer_identity, task_secret=options.task_secret, draining=options.draining
+        )
 
     manager = StreamableHTTPSessionManager(
         app=surface.server,
@@ -148,10 +158,13 @@ def build_http_app(
                 async with options.lifespan(app):
                     yield
 
+    middleware = [Middleware(FaultBarrier), *options.middleware]
+    if options.draining is not None:
+        middleware.insert(0, Middleware(CountRequests, draining=options.draining, skip=MCP_PATH))
     app = Starlette(
         debug=options.debug,
         routes=routes,
-        middleware=[Middleware(FaultBarrier), *options.middleware],
+        middleware=middleware,
         lifespan=lifespan,
     )
     app.state.signoff_mcp = surface

@@ -13,6 +13,7 @@ from signoff.core.outcomes import outcome_of, stored_statuses_for
 from signoff.core.results import ActionOutcome
 from signoff.core.run import ActionRun
 from signoff.core.runtime import Runtime
+from signoff.surfaces.draining import Draining
 from signoff.surfaces.mcp.identity import Caller
 from signoff.surfaces.mcp.tools import MAX_WAIT_SECONDS, RunList
 
@@ -26,8 +27,11 @@ def _plausible(run_id: str) -> bool:
 
 
 class RunQueries:
-    def __init__(self, runtime: Runtime) -> None:
+    """``draining``: once shutdown begins, a long-poll answers at once with the current outcome."""
+
+    def __init__(self, runtime: Runtime, draining: Draining | None = None) -> None:
         self.runtime = runtime
+        self.draining = draining
 
     async def find(self, caller: Caller, run_id: str) -> ActionOutcome | None:
         """The run's outcome, or ``None``: an id no run can have is not looked up at all."""
@@ -40,9 +44,14 @@ class RunQueries:
         if not _plausible(run_id):
             return Runtime.not_found(safe_text(run_id, 64))
         wait = min(max(wait_seconds, 0.0), float(MAX_WAIT_SECONDS))
-        if wait > 0:
-            outcome = await self.runtime.wait(run_id, caller.tenant_id, wait)
-        else:
+        waited, outcome = False, None
+        if wait > 0 and self.draining is None:
+            waited, outcome = True, await self.runtime.wait(run_id, caller.tenant_id, wait)
+        elif wait > 0 and self.draining is not None and not self.draining.started:
+            waited, outcome = await self.draining.unless_draining(
+                self.runtime.wait(run_id, caller.tenant_id, wait)
+            )
+        if not waited:
             outcome = await self.runtime.get(run_id, caller.tenant_id)
         return outcome if outcome is not None else Runtime.not_found(run_id)
 

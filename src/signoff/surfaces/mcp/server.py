@@ -35,8 +35,10 @@ from signoff.core.input_limits import safe_text
 from signoff.core.proposal import ActionProposal
 from signoff.core.results import ActionOutcome
 from signoff.core.runtime import Runtime
+from signoff.surfaces.draining import Draining
 from signoff.surfaces.mcp import tools
 from signoff.surfaces.mcp.identity import Caller, Identify
+from signoff.surfaces.mcp.operations import OperationsMiddleware
 from signoff.surfaces.mcp.runs import RunQueries
 from signoff.surfaces.mcp.tasks import TaskIds, Tasks, declared
 
@@ -80,12 +82,13 @@ class SignoffMCP:
         *,
         name: str = "signoff",
         task_secret: bytes | None = None,
+        draining: Draining | None = None,
     ) -> None:
         """``task_secret`` keys task ids; share it between instances and keep it across restarts
         (without it a random one is used, valid for this process only)."""
         self.runtime = runtime
         self._identify = identify
-        self._runs = RunQueries(runtime)
+        self._runs = RunQueries(runtime, draining)
         self._bus = InMemorySubscriptionBus()
         self._legacy_connections: set[Connection] = set()
         self._warned: set[str] = set()
@@ -118,6 +121,7 @@ class SignoffMCP:
         ids = TaskIds(task_secret if task_secret is not None else secrets.token_bytes(32))
         self._tasks = Tasks(runtime, self._runs, ids, self._caller, _outcome_result)
         self._tasks.register(self.server)
+        self.server.middleware.append(OperationsMiddleware(self._is_tool, draining))
 
     # ------------------------------------------------------------------ identity
     def _caller(self, ctx: ServerRequestContext[Any, Any]) -> Caller:
@@ -148,6 +152,9 @@ class SignoffMCP:
                 logger.warning("action %r is shadowed by signoff's built-in tool", action_id)
             return True
         return False
+
+    def _is_tool(self, name: str) -> bool:
+        return name in self._builtin_tools or self.registry.resolve_tool(name) is not None
 
     def _input_schema(self, name: str) -> dict[str, Any] | None:
         """For the SDK's ``Mcp-Param-*`` header check only (no argument validation happens)."""

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+import signal
 import socket
+import threading
+from collections.abc import Iterator
 
 import anyio
 import uvicorn
@@ -10,8 +16,14 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from starlette.types import ASGIApp
 
+from signoff.surfaces.draining import DEFAULT_GRACE, Draining
 from signoff.surfaces.mcp.server import SignoffMCP
 from signoff.surfaces.mcp.stdio_guard import screen
+
+log = logging.getLogger("signoff.shutdown")
+# After the calls in flight answered: how long their responses may take to reach the clients
+# before idle streams (GET /mcp, subscriptions/listen) are closed.
+FLUSH_SECONDS = 1.0
 
 
 async def serve_stdio(surface: SignoffMCP) -> None:
@@ -30,19 +42,86 @@ async def serve_stdio(surface: SignoffMCP) -> None:
 
 
 def uvicorn_server(
-    app: ASGIApp, host: str, port: int, *, log_level: str = "info"
+    app: ASGIApp,
+    host: str,
+    port: int,
+    *,
+    log_level: str = "info",
+    draining: Draining | None = None,
+    grace: float = DEFAULT_GRACE,
+    own_logging: bool = False,
 ) -> uvicorn.Server:
+    """A uvicorn server for ``app``; with ``draining``, one that shuts down gracefully.
+
+    ``own_logging``: the process configured logging (``signoff.observability.logs``), so uvicorn
+    installs no handlers of its own and its lines come out in the same format."""
     config = uvicorn.Config(
         app,
         host=host,
         port=port,
         log_level=log_level,
+        log_config=None if own_logging else uvicorn.config.LOGGING_CONFIG,
         lifespan="on",
         ws="none",
         proxy_headers=False,
         server_header=False,
     )
-    return uvicorn.Server(config)
+    if draining is None:
+        return uvicorn.Server(config)
+    return GracefulServer(config, draining, grace)
+
+
+class GracefulServer(uvicorn.Server):
+    """On SIGTERM or SIGINT: stop accepting connections, answer open long-polls with the run's
+    current outcome, wait up to ``grace`` seconds for the calls in flight to answer, close what is
+    left (idle streams, calls past the grace) and return, so the process exits 0."""
+
+    def __init__(self, config: uvicorn.Config, draining: Draining, grace: float) -> None:
+        super().__init__(config)
+        self.draining = draining
+        self.grace = grace
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        # Like uvicorn's, except that the signal is not raised again after a graceful stop
+        # (uvicorn re-raises it, so the process would end by SIGTERM instead of exiting 0).
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        handled = (signal.SIGINT, signal.SIGTERM)
+        original = {sig: signal.signal(sig, self.handle_exit) for sig in handled}
+        try:
+            yield
+        finally:
+            for sig, handler in original.items():
+                signal.signal(sig, handler)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.grace
+        for server in self.servers:
+            server.close()
+        for sock in sockets or []:
+            sock.close()
+        self.draining.begin()
+        in_flight = self.draining.in_flight
+        log.info(
+            "shutting down: stopped accepting; %d call(s) in flight, grace %g s",
+            in_flight,
+            self.grace,
+            extra={"in_flight": in_flight, "grace_s": self.grace},
+        )
+        if not await self.draining.settled(self.grace):
+            log.warning(
+                "shutdown grace of %g s over: %d call(s) still running are cut off",
+                self.grace,
+                self.draining.in_flight,
+                extra={"in_flight": self.draining.in_flight, "grace_s": self.grace},
+            )
+        # uvicorn hands it to asyncio.wait_for, which takes seconds as a float.
+        flush = max(min(FLUSH_SECONDS, deadline - loop.time()), 0.0)
+        self.config.timeout_graceful_shutdown = flush  # type: ignore[assignment]
+        await super().shutdown(sockets=None)
 
 
 async def serve_http(
@@ -52,6 +131,19 @@ async def serve_http(
     *,
     log_level: str = "info",
     sockets: list[socket.socket] | None = None,
+    draining: Draining | None = None,
+    grace: float = DEFAULT_GRACE,
+    own_logging: bool = False,
 ) -> None:
-    """Serve ``app`` until interrupted (Ctrl-C / SIGTERM)."""
-    await uvicorn_server(app, host, port, log_level=log_level).serve(sockets=sockets)
+    """Serve ``app`` until SIGTERM or Ctrl-C; with ``draining`` (the one ``app`` was built
+    with), shut down gracefully within ``grace`` seconds."""
+    server = uvicorn_server(
+        app,
+        host,
+        port,
+        log_level=log_level,
+        draining=draining,
+        grace=grace,
+        own_logging=own_logging,
+    )
+    await server.serve(sockets=sockets)

@@ -23,6 +23,7 @@ from starlette.routing import BaseRoute, Route
 from signoff.core.codes import Code
 from signoff.core.results import ExecutionResult
 from signoff.core.runtime import Runtime
+from signoff.observability import record_callback_refusal
 from signoff.surfaces.web.http import BodyTooLarge, answer, not_found, read_body, too_large
 from signoff.surfaces.web.signing import SIGNATURE_HEADER, verify
 
@@ -57,24 +58,30 @@ class Callbacks:
         try:
             body = await read_body(request, MAX_CALLBACK_BYTES)
         except BodyTooLarge:
+            record_callback_refusal("TOO_LARGE")
             return too_large()
         secret = await self._secret_for(run_id, tenant) if tenant and attempt else None
         message = canonical_message(tenant, run_id, attempt, body)
         signed = verify(secret or _NO_SECRET, message, request.headers.get(SIGNATURE_HEADER))
         if secret is None or not signed:
+            record_callback_refusal("UNAUTHENTICATED")
             return not_found()
         try:
             result = ExecutionResult.model_validate_json(body)
         except ValidationError as exc:
             error = exc.errors()[0]
             where = ".".join(str(p) for p in error.get("loc", ())) or "body"
+            record_callback_refusal(Code.INPUT_VALIDATION_FAILED)
             return answer(
                 Code.INPUT_VALIDATION_FAILED,
                 f"the body must be an ExecutionResult ({where}: {error.get('msg', 'invalid')})",
             )
         completion = await self.runtime.complete(run_id, attempt, result, tenant_id=tenant)
         if completion.code == Code.ACTION_RUN_NOT_FOUND:
+            record_callback_refusal(Code.ACTION_RUN_NOT_FOUND)
             return not_found()
+        if not completion.accepted:
+            record_callback_refusal(str(completion.code))
         outcome = completion.outcome
         return answer(
             completion.code,

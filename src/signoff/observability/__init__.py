@@ -1,0 +1,35 @@
+"""Metrics, structured logs and traces for operators.
+
+Other layers report facts through these functions (cheap, never raising, no run ids or tenants as
+labels); ``/metrics`` exposes them::
+
+    from signoff.observability import record_undecodable_row
+    record_undecodable_row("runs")     # a stored row that could not be decoded
+"""
+
+from __future__ import annotations
+
+from signoff.observability.metrics import METRICS, Metrics
+
+__all__ = [
+    "METRICS",
+    "Metrics",
+    "record_callback_refusal",
+    "record_cas_conflict",
+    "record_undecodable_row",
+]
+
+
+def record_undecodable_row(table: str) -> None:
+    """A stored row of ``table`` (``runs``, ``audit``, ``duplicates``…) could not be decoded."""
+    METRICS.undecodable_rows.labels(table=table).inc()
+
+
+def record_callback_refusal(reason: str) -> None:
+    """A completion callback was refused; ``reason`` is a stable code, not a message."""
+    METRICS.callback_refusals.labels(reason=reason).inc()
+
+
+def record_cas_conflict(operation: str) -> None:
+    """A compare-and-set lost to a concurrent writer (``operation``: propose, decide, cancel…)."""
+    METRICS.cas_conflicts.labels(operation=operation).inc()

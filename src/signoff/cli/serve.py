@@ -5,17 +5,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import sys
-from enum import StrEnum
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 
 from signoff.app import Application
 from signoff.audit.keys import KeyRingError, keys_from_env
 from signoff.cli.hosting import (
-    HostOption,
-    PortOption,
     misconfigured,
     reloading,
     serve_application,
@@ -26,6 +23,9 @@ from signoff.cli.options import (
     DatabaseOption,
     ManifestsOption,
 )
+from signoff.cli.serve_settings import ServeSettings, Transport, settings_problem
+from signoff.observability.logs import LogFormat, configure_logging
+from signoff.surfaces.draining import Draining
 from signoff.surfaces.mcp.auth import JwtConfig, JwtConfigError, JwtVerifier
 from signoff.surfaces.mcp.http import (
     BearerAuth,
@@ -41,15 +41,12 @@ from signoff.surfaces.mcp.identity import Caller, IdentityError, fixed_identity,
 from signoff.surfaces.mcp.server import SignoffMCP
 from signoff.surfaces.mcp.serving import serve_http, serve_stdio
 from signoff.surfaces.mcp.tasks import task_secret_from_env
+from signoff.surfaces.ops import Health, ops_routes
+from signoff.surfaces.ops.metrics import MetricsEndpoint
 from signoff.surfaces.scopes import ScopeConfigError, Scopes
 from signoff.surfaces.web import WebConfig, WebConfigError, WebNotifications, build_web
 
 logger = logging.getLogger(__name__)
-
-
-class Transport(StrEnum):
-    STDIO = "stdio"
-    HTTP = "http"
 
 
 PrincipalOption = Annotated[
@@ -67,10 +64,20 @@ RolesOption = Annotated[
 
 def serve(
     transport: Annotated[
-        Transport, typer.Option("--transport", help="stdio (one local client) or http (/mcp).")
-    ] = Transport.STDIO,
-    host: HostOption = "127.0.0.1",
-    port: PortOption = 8000,
+        Transport | None,
+        typer.Option(
+            "--transport",
+            help="stdio (one local client) or http (/mcp). [env SIGNOFF_TRANSPORT; default stdio]",
+        ),
+    ] = None,
+    host: Annotated[
+        str | None,
+        typer.Option("--host", help="http: address to bind. [env SIGNOFF_HOST; default 127.0.0.1]"),
+    ] = None,
+    port: Annotated[
+        int | None,
+        typer.Option("--port", help="http: port to bind. [env SIGNOFF_PORT; default 8000]"),
+    ] = None,
     database: DatabaseOption = DEFAULT_DATABASE_URL,
     manifests: ManifestsOption = DEFAULT_MANIFESTS,
     principal: PrincipalOption = None,
@@ -99,8 +106,28 @@ def serve(
         ),
     ] = False,
     log_level: Annotated[
-        str, typer.Option("--log-level", help="http: uvicorn log level.")
-    ] = "info",
+        str | None,
+        typer.Option(
+            "--log-level",
+            help="debug, info, warning, error or critical. [env SIGNOFF_LOG_LEVEL; default info]",
+        ),
+    ] = None,
+    log_format: Annotated[
+        LogFormat | None,
+        typer.Option(
+            "--log-format",
+            help="text (one readable line per event) or json (one object per line), on stderr. "
+            "[env SIGNOFF_LOG_FORMAT; default text]",
+        ),
+    ] = None,
+    shutdown_grace: Annotated[
+        float | None,
+        typer.Option(
+            "--shutdown-grace",
+            help="http: seconds SIGTERM waits for calls in flight before exiting. "
+            "[env SIGNOFF_SHUTDOWN_GRACE; default 20]",
+        ),
+    ] = None,
     reload: Annotated[
         bool,
         typer.Option(
@@ -120,12 +147,24 @@ def serve(
     SIGNOFF_AUTHORIZATION_SERVER (default: SIGNOFF_JWT_ISSUER).
     """
     try:
+        settings = ServeSettings.resolve(
+            transport=transport,
+            host=host,
+            port=port,
+            log_level=log_level,
+            log_format=log_format,
+            shutdown_grace=shutdown_grace,
+        )
+    except ValidationError as exc:
+        misconfigured(settings_problem(exc))
+    host, port = settings.host, settings.port
+    configure_logging(settings.log_format, settings.log_level)  # stderr: stdio's stdout is MCP
+    try:
         keys_from_env(os.environ)  # housekeeping signs audit checkpoints with it
     except KeyRingError as exc:
         misconfigured(f"cannot start: {exc}", exc.code)
-    if transport is Transport.STDIO:
+    if settings.transport is Transport.STDIO:
         caller = _caller_or_exit(principal, tenant, roles)
-        _log_to_stderr()
         try:
             secret = task_secret_from_env(os.environ)
         except ValueError as exc:
@@ -180,7 +219,7 @@ def serve(
     serve_application(
         database,
         manifests,
-        lambda app: _http(app, auth, options, web, notifications, host, port, log_level, reload),
+        lambda app: _http(app, auth, options, web, notifications, settings, reload),
         notifier=notifications,
     )
 
@@ -199,22 +238,40 @@ async def _http(
     options: HttpOptions,
     web_config: WebConfig,
     notifications: WebNotifications,
-    host: str,
-    port: int,
-    log_level: str,
+    settings: ServeSettings,
     reload: bool,
 ) -> None:
     """The app: /mcp, plus callbacks, plus the approvers' inbox and API when
-    tokens are verified (a fixed test identity has no approvers)."""
+    tokens are verified (a fixed test identity has no approvers), plus the operator endpoints."""
     verifier = auth.verifier if isinstance(auth, BearerAuth) else None
     notifications.use_links(application.runtime, application.store.links)
     web = build_web(application.runtime, web_config, verifier, notifications)
+    draining = Draining()
+    health = Health(
+        application.store,
+        lambda: len(application.registry.all()),
+        draining,
+        timeout=settings.ready_timeout,
+        links={"/approvals": "the approvals inbox"} if verifier is not None else {},
+    )
+    ops = ops_routes(health, MetricsEndpoint(application.store).route())
     options = dataclasses.replace(
-        options, routes=[*options.routes, *web.routes], lifespan=web.lifespan
+        options,
+        routes=[*options.routes, *web.routes, *ops],
+        lifespan=web.lifespan,
+        draining=draining,
     )
     app = build_http_app(application.runtime, auth, options)
     async with reloading(application, signoff_mcp(app), enabled=reload):
-        await serve_http(app, host, port, log_level=log_level)
+        await serve_http(
+            app,
+            settings.host,
+            settings.port,
+            log_level=settings.log_level,
+            draining=draining,
+            grace=settings.shutdown_grace,
+            own_logging=True,
+        )
 
 
 def _caller_or_exit(principal: str | None, tenant: str | None, roles: str | None) -> Caller:
@@ -228,13 +285,6 @@ def _url_host(host: str) -> str:
     if host in ("0.0.0.0", "::", ""):
         return "127.0.0.1"
     return f"[{host}]" if ":" in host else host
-
-
-def _log_to_stderr() -> None:
-    """stdout carries the protocol on stdio; logs go to stderr."""
-    import logging
-
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
 
 
 def register(app: typer.Typer) -> None:

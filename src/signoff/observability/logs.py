@@ -27,7 +27,10 @@ class LogFormat(StrEnum):
 LEVELS = ("debug", "info", "warning", "error", "critical")
 # Attributes every LogRecord has; anything else on a record came from ``extra=``.
 _STANDARD = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
+_QUIET_FIELDS = _STANDARD | {"color_message"}
 _UVICORN = ("uvicorn", "uvicorn.error", "uvicorn.access")
+# Chatty at INFO about their own internals (alembic: one line per migration plugin).
+_LIBRARIES_AT_WARNING = ("alembic",)
 
 
 class TextFormatter(logging.Formatter):
@@ -52,12 +55,26 @@ def _text(value: Any) -> str:
     return json.dumps(value, default=str, separators=(",", ":"))
 
 
+def _timestamp(record: logging.LogRecord) -> str:
+    stamp = datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds")
+    return stamp.replace("+00:00", "Z")
+
+
+class _Json(JsonFormatter):
+    def add_fields(
+        self, log_data: dict[str, Any], record: logging.LogRecord, message_dict: dict[str, Any]
+    ) -> None:
+        log_data["time"] = _timestamp(record)
+        super().add_fields(log_data, record, message_dict)
+        log_data.pop("color_message", None)  # uvicorn's ANSI-coloured copy of the message
+
+
 def json_formatter() -> logging.Formatter:
-    return JsonFormatter(
+    """``{"time": "…Z", "level": "INFO", "logger": "signoff.calls", "message": "…", <fields>}``"""
+    return _Json(
         "{levelname}{name}{message}",
         style="{",
         rename_fields={"levelname": "level", "name": "logger"},
-        timestamp="time",
         json_default=str,
         json_ensure_ascii=False,
     )
@@ -82,4 +99,6 @@ def configure_logging(
         logger = logging.getLogger(name)
         logger.handlers.clear()
         logger.propagate = True
+    for name in _LIBRARIES_AT_WARNING:
+        logging.getLogger(name).setLevel(max(logging.WARNING, root.level))
     return handler

@@ -13,6 +13,8 @@ import logging
 import threading
 from dataclasses import dataclass
 
+from signoff.observability import record_undecodable_row
+
 log = logging.getLogger("signoff.store")
 
 METRIC_NAME = "signoff_undecodable_rows_total"
@@ -38,6 +40,7 @@ class DecodeFaults:
         # and in `audit verify`; it never reaches an agent. Bounded so one row cannot flood logs.
         text = " ".join(line.strip() for line in str(exc).splitlines()[:2])
         error = f"{type(exc).__name__}: {text[:200]}"
+        record_undecodable_row(table)
         with self._lock:
             self.skipped_total += 1
             key = (table, row_id)

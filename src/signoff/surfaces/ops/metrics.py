@@ -12,7 +12,7 @@ import logging
 from collections import Counter as Tally
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from prometheus_client import Counter, Gauge
 from starlette.requests import Request
@@ -42,7 +42,7 @@ _TRUNCATED = Gauge(
 @dataclass
 class MetricsEndpoint:
     store: Store
-    now: Callable[[], datetime]
+    now: Callable[[], datetime] = lambda: datetime.now(UTC)
     metrics: Metrics = METRICS
 
     async def refresh(self) -> None:

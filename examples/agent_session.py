@@ -117,5 +117,28 @@ async def main() -> None:
         show("final", outcome)
 
 
+def unreachable(exc: BaseException) -> BaseException | None:
+    """The connection failure inside ``exc`` (the client's task groups wrap it), if any."""
+    if isinstance(exc, httpx2.TransportError | OSError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = unreachable(inner)
+            if found is not None:
+                return found
+    return unreachable(exc.__cause__) if exc.__cause__ is not None else None
+
+
 if __name__ == "__main__":
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except BaseException as exc:
+        cause = unreachable(exc)
+        if cause is None:
+            raise
+        reason = str(cause) or type(cause).__name__
+        sys.exit(
+            f"Cannot reach signoff at {URL} ({reason}): start it with `make demo` or set SIGNOFF_URL."
+        )

@@ -26,9 +26,11 @@ from signoff.cli.options import (
     ManifestsOption,
 )
 from signoff.cli.plumbing import fail, with_application
+from signoff.cli.run_ids import resolve_run_id
 from signoff.core.approvals import DecisionRequest, DecisionResult
-from signoff.core.codes import Code
+from signoff.core.codes import Code, ExecutionStatus
 from signoff.core.identity import Channel
+from signoff.core.results import ActionOutcome
 from signoff.core.run import MAX_REASON_CHARS, ActionRun, ApprovalVote
 from signoff.surfaces.mcp.identity import Caller, IdentityError, make_caller
 from signoff.surfaces.web.views import describe, input_fields, pending_for, relative, run_json
@@ -49,7 +51,9 @@ ReasonOption = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
-RunIdArgument = Annotated[str, typer.Argument(help="The run id.")]
+RunIdArgument = Annotated[
+    str, typer.Argument(help="The run id, or a unique start of it (at least 6 characters).")
+]
 
 
 def _operator() -> str:
@@ -70,8 +74,10 @@ def _caller(name: str | None, tenant: str, roles: str) -> Caller:
 def _pending_table(application: Application, runs: list[ActionRun]) -> Table:
     now = application.runtime.now()
     table = Table(title=f"{len(runs)} run{'s' * (len(runs) != 1)} waiting for approval")
+    ids = [r.run_id for r in runs]
+    # An id is copied and pasted: never wrapped, whatever the terminal width.
+    table.add_column("run_id", no_wrap=True, min_width=max(map(len, ids), default=6))
     for column in (
-        "run_id",
         "action",
         "proposed by",
         "resource",
@@ -162,8 +168,18 @@ def _print_decision(result: DecisionResult, as_json: bool) -> None:
     if not as_json and outcome is not None:
         typer.echo(
             f"decision recorded [{result.code}]; run {outcome.run_id} is now {outcome.status} "
-            f"[{outcome.code}] {outcome.message}".rstrip()
+            f"[{outcome.code}] {_for_operator(outcome)}".rstrip()
         )
+
+
+def _for_operator(outcome: ActionOutcome) -> str:
+    """The outcome's message, except where it tells an agent which tool to call next."""
+    if outcome.status in (ExecutionStatus.ACCEPTED,):
+        return (
+            "The action runs in the background; follow it with "
+            f"`signoff runs show {outcome.run_id}`."
+        )
+    return outcome.message
 
 
 def register(app: typer.Typer) -> None:
@@ -211,7 +227,8 @@ def register(app: typer.Typer) -> None:
         """One run of --tenant: what was proposed, by whom, and the decisions so far."""
 
         async def work(application: Application) -> None:
-            found = await application.runtime.get_run(run_id, tenant)
+            full = await resolve_run_id(application.store, run_id, tenant)
+            found = await application.runtime.get_run(full, tenant) if full else None
             if found is None:
                 fail(f"no run {run_id} in tenant {tenant}", Code.ACTION_RUN_NOT_FOUND)
             if as_json:
@@ -247,7 +264,8 @@ def register(app: typer.Typer) -> None:
             )
 
             async def work(application: Application) -> DecisionResult:
-                return await application.runtime.decide(run_id, tenant, request)
+                full = await resolve_run_id(application.store, run_id, tenant)
+                return await application.runtime.decide(full or run_id, tenant, request)
 
             _print_decision(with_application(database, manifests, work), as_json)
 

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from signoff.cli import redispatch
 from signoff.cli.options import DEFAULT_DATABASE_URL, DatabaseOption
 from signoff.cli.plumbing import fail, open_existing, run
+from signoff.cli.run_ids import resolve_run_id
 from signoff.core.ports import AuditEvent
 from signoff.core.run import ActionRun, RunStatus
 
@@ -22,26 +27,72 @@ TenantOption = Annotated[
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
 
+@dataclass(frozen=True)
+class RunFilter:
+    """What ``runs list`` keeps beyond tenant and status (which the store filters itself)."""
+
+    action: str | None = None
+    principal: str | None = None
+    code: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+    def keeps(self, r: ActionRun) -> bool:
+        return (
+            (self.action is None or r.action_id == self.action)
+            and (self.principal is None or r.principal.id == self.principal)
+            and (self.code is None or (r.result is not None and r.result.code == self.code))
+            and (self.until is None or r.created_at < self.until)
+        )
+
+
+PAGE = 500
+MAX_SCANNED = 100_000
+
+
 async def _list(
     database: str,
     tenant: str | None,
     statuses: list[RunStatus],
     limit: int,
     before: str | None,
+    keep: RunFilter,
 ) -> list[ActionRun]:
+    """Newest first, paging through the store until ``limit`` runs pass ``keep``. Ids are
+    time-ordered, so the scan stops at the first run created before ``since``."""
     store = await open_existing(database)
+    found: list[ActionRun] = []
+    scanned = 0
     try:
-        async with store.unit() as unit:
-            return await unit.runs.list(
-                tenant_id=tenant, statuses=statuses or None, limit=limit, before_run_id=before
-            )
+        while len(found) < limit and scanned < MAX_SCANNED:
+            async with store.unit() as unit:
+                page = await unit.runs.list(
+                    tenant_id=tenant, statuses=statuses or None, limit=PAGE, before_run_id=before
+                )
+            scanned += len(page)
+            for r in page:
+                if keep.since is not None and r.created_at < keep.since:
+                    return found
+                if keep.keeps(r):
+                    found.append(r)
+                    if len(found) == limit:
+                        return found
+            if len(page) < PAGE:
+                break
+            before = page[-1].run_id
+        return found
     finally:
         await store.close()
 
 
-async def _show(database: str, run_id: str) -> tuple[ActionRun | None, list[AuditEvent]]:
+async def _show(
+    database: str, given: str, tenant: str | None
+) -> tuple[ActionRun | None, list[AuditEvent]]:
     store = await open_existing(database)
     try:
+        run_id = await resolve_run_id(store, given, tenant)
+        if run_id is None:
+            return None, []
         async with store.unit() as unit:
             found = await unit.runs.get(run_id)
             events = await unit.audit.list_for_run(run_id) if found is not None else []
@@ -50,9 +101,33 @@ async def _show(database: str, run_id: str) -> tuple[ActionRun | None, list[Audi
         await store.close()
 
 
+def _when(value: str | None, option: str) -> datetime | None:
+    """An ISO 8601 date or time (UTC unless it says otherwise), or a span back from now:
+    ``30m``, ``2h``, ``7d``."""
+    if value is None:
+        return None
+    text = value.strip()
+    span = re.fullmatch(r"(\d+)([smhd])", text)
+    if span:
+        seconds = int(span[1]) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[span[2]]
+        return datetime.now(UTC) - timedelta(seconds=seconds)
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        fail(
+            f"{option} {value!r}: give an ISO 8601 time (2026-12-01T09:00) or a span (30m, 2h, 7d)",
+            "INVALID_ARGUMENT",
+        )
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
 def _runs_table(runs: list[ActionRun]) -> Table:
     table = Table(title=f"{len(runs)} run{'s' * (len(runs) != 1)}, newest first")
-    for column in ("run_id", "tenant", "action", "status", "code", "principal", "key", "updated"):
+    # An id is copied and pasted: never wrapped, whatever the terminal width.
+    table.add_column(
+        "run_id", no_wrap=True, min_width=max((len(r.run_id) for r in runs), default=6)
+    )
+    for column in ("tenant", "action", "status", "code", "principal", "key", "updated"):
         table.add_column(column, overflow="fold")
     for r in runs:
         table.add_row(
@@ -81,14 +156,28 @@ def _run_table(r: ActionRun) -> Table:
         "idempotency key": r.idempotency_key or "",
         "resource": r.resource or "",
         "attempt": f"{r.attempt} {r.attempt_token or ''}".strip(),
-        "result": f"{r.result.status} {r.result.code}: {r.result.message}" if r.result else "",
+        "result": _result_line(r),
         "duplicate of": r.duplicate_of or "",
         "created": r.created_at.isoformat(),
         "updated": r.updated_at.isoformat(),
     }
+    if r.result is not None and r.result.output is not None:
+        rows["output"] = json.dumps(r.result.output, indent=2, ensure_ascii=False)
     for name, value in rows.items():
-        table.add_row(name, value)
+        table.add_row(name, escape(value))
     return table
+
+
+def _result_line(r: ActionRun) -> str:
+    """``FAILED · INVOICE_NOT_FOUND · retry AFTER_CORRECTION — No such invoice.``"""
+    if r.result is None:
+        return ""
+    parts = [str(r.result.status)]
+    if r.result.code != str(r.result.status):
+        parts.append(r.result.code)
+    parts.append(f"retry {r.result.retry}")
+    line = " · ".join(parts)
+    return f"{line} — {r.result.message}" if r.result.message else line
 
 
 def _audit_table(events: list[AuditEvent]) -> Table:
@@ -130,10 +219,28 @@ def register(app: typer.Typer) -> None:
         before: Annotated[
             str | None, typer.Option(help="Only runs older than this run id (paging).")
         ] = None,
+        action: Annotated[str | None, typer.Option(help="Only runs of this action id.")] = None,
+        principal: Annotated[
+            str | None, typer.Option(help="Only runs proposed by this principal id.")
+        ] = None,
+        code: Annotated[
+            str | None, typer.Option(help="Only runs whose result has this code.")
+        ] = None,
+        since: Annotated[
+            str | None,
+            typer.Option(
+                help="Only runs created at or after this time (ISO 8601, or 30m, 2h, 7d)."
+            ),
+        ] = None,
+        until: Annotated[
+            str | None,
+            typer.Option(help="Only runs created before this time (ISO 8601, or 30m, 2h, 7d)."),
+        ] = None,
         as_json: JsonOption = False,
     ) -> None:
         """List runs, newest first."""
-        found = run(_list(database, tenant, list(status or []), limit, before))
+        keep = RunFilter(action, principal, code, _when(since, "--since"), _when(until, "--until"))
+        found = run(_list(database, tenant, list(status or []), limit, before, keep))
         if as_json:
             typer.echo("[" + ",".join(r.model_dump_json() for r in found) + "]")
             return
@@ -141,13 +248,15 @@ def register(app: typer.Typer) -> None:
 
     @runs.command("show")
     def show(
-        run_id: Annotated[str, typer.Argument(help="The run id.")],
+        run_id: Annotated[
+            str, typer.Argument(help="The run id, or a unique start of it (at least 6 characters).")
+        ],
         database: DatabaseOption = DEFAULT_DATABASE_URL,
         tenant: TenantOption = None,
         as_json: JsonOption = False,
     ) -> None:
         """Show one run and its audit trail."""
-        found, events = run(_show(database, run_id))
+        found, events = run(_show(database, run_id, tenant))
         if found is None or (tenant is not None and found.tenant_id != tenant):
             fail(f"no run {run_id}", "ACTION_RUN_NOT_FOUND")
         if as_json:

@@ -1,0 +1,172 @@
+"""The operator's CLI as an operator uses it: copyable ids, id prefixes, readable results,
+filters, and messages meant for people rather than agents."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from examples.invoices.db import ensure_seeded
+from typer.testing import CliRunner, Result
+
+from signoff import ActionProposal, Channel, Code, Principal, ProposerType
+from signoff.app import Application
+from signoff.cli import app as cli
+from tests.web.test_end_to_end import MANIFESTS, with_application
+
+ROOT = Path(__file__).resolve().parents[2]
+AGENT = Principal(id="agent-1", roles=("billing",))
+OTHER = Principal(id="agent-2", roles=("billing",))
+LEAD = ["--as", "lead-1", "--tenant", "acme", "--roles", "billing-lead"]
+
+
+def _invoke(database: str, *args: str, columns: int = 80) -> Result:
+    runner = CliRunner(env={"COLUMNS": str(columns), "TERM": "dumb"})
+    manifests = ["--manifests", str(MANIFESTS)] if args[0] == "approvals" else []
+    return runner.invoke(cli, [*args, "--database", database, *manifests])
+
+
+def _common_start(a: str, b: str) -> str:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return a[:n]
+
+
+def _propose(
+    database: str, *calls: tuple[str, dict[str, object], str, Principal]
+) -> list[tuple[str, str]]:
+    async def work(application: Application) -> list[tuple[str, str]]:
+        answers = []
+        for action, data, key, principal in calls:
+            outcome = await application.runtime.propose(
+                ActionProposal(
+                    action_id=action,
+                    input=data,
+                    principal=principal,
+                    tenant_id="acme",
+                    channel=Channel.MCP,
+                    proposer_type=ProposerType.AGENT,
+                    idempotency_key=key,
+                )
+            )
+            answers.append((outcome.run_id, str(outcome.code)))
+        return answers
+
+    return with_application(database, work)
+
+
+@pytest.fixture
+def database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("SIGNOFF_DEMO_INVOICES_DB", str(tmp_path / "invoices.db"))
+    ensure_seeded("acme")
+    return f"sqlite+aiosqlite:///{tmp_path / 'signoff.db'}"
+
+
+def test_approvals_list_at_80_columns_keeps_every_run_id_on_one_line(database: str) -> None:
+    runs = _propose(
+        database,
+        ("invoice.cancel", {"invoice_id": "INV-1002", "amount": 4200.0}, "c-1", AGENT),
+        ("invoice.send_reminder", {"invoice_id": "INV-1006", "tone": "firm"}, "r-1", AGENT),
+    )
+    listed = _invoke(database, "approvals", "list", "--tenant", "acme", columns=80)
+    assert listed.exit_code == 0, listed.output
+    lines = listed.stdout.splitlines()
+    for run_id, _ in runs:
+        assert any(run_id in line for line in lines), listed.stdout
+
+
+def test_a_unique_start_of_a_run_id_is_enough_and_an_ambiguous_one_is_refused(
+    database: str,
+) -> None:
+    (cancel, _), (reminder, _) = _propose(
+        database,
+        ("invoice.cancel", {"invoice_id": "INV-1002", "amount": 4200.0}, "c-1", AGENT),
+        ("invoice.send_reminder", {"invoice_id": "INV-1006", "tone": "firm"}, "r-1", AGENT),
+    )
+    shared = _common_start(cancel, reminder)
+    unique = cancel[: len(shared) + 1]
+    assert len(shared) >= 6  # UUIDv7 ids made in the same second share their first digits
+    shown = _invoke(database, "approvals", "show", unique, "--tenant", "acme")
+    ambiguous = _invoke(database, "approvals", "approve", shared, *LEAD)
+    approved = _invoke(database, "approvals", "approve", unique, *LEAD)
+    in_runs = _invoke(database, "runs", "show", unique)
+    assert shown.exit_code == 0 and cancel in shown.stdout
+    assert ambiguous.exit_code == 1
+    assert ambiguous.stderr.strip().endswith("[RUN_ID_AMBIGUOUS]")
+    assert approved.exit_code == 0, approved.output
+    assert f"run {cancel} is now SUCCEEDED" in approved.stdout
+    assert in_runs.exit_code == 0 and cancel in in_runs.stdout
+
+
+def test_approving_background_work_tells_the_operator_a_command_not_an_agent_tool(
+    database: str,
+) -> None:
+    ((reminder, code),) = _propose(
+        database,
+        ("invoice.send_reminder", {"invoice_id": "INV-1006", "tone": "firm"}, "r-1", AGENT),
+    )
+    assert code == Code.APPROVAL_REQUIRED
+    approved = _invoke(database, "approvals", "approve", reminder, *LEAD)
+    assert approved.exit_code == 0, approved.output
+    assert "signoff_get_run" not in approved.stdout
+    assert "get_run" not in approved.stdout and "poll" not in approved.stdout
+    assert f"signoff runs show {reminder}" in approved.stdout
+
+
+def test_runs_show_prints_the_result_once_and_the_output(database: str) -> None:
+    ((read, code),) = _propose(database, ("invoice.get", {"invoice_id": "INV-1001"}, "g-1", AGENT))
+    assert code == Code.SUCCEEDED
+    shown = _invoke(database, "runs", "show", read, columns=120)
+    assert shown.exit_code == 0, shown.output
+    assert "SUCCEEDED SUCCEEDED" not in shown.stdout
+    assert "SUCCEEDED · retry NEVER" in shown.stdout
+    assert "output" in shown.stdout and "INV-1001" in shown.stdout
+
+
+def test_runs_list_filters_by_action_principal_code_and_time(database: str) -> None:
+    runs = _propose(
+        database,
+        ("invoice.get", {"invoice_id": "INV-1001"}, "g-1", AGENT),
+        ("invoice.get", {"invoice_id": "INV-404"}, "g-2", OTHER),
+        ("invoice.cancel", {"invoice_id": "INV-1002", "amount": 4200.0}, "c-1", AGENT),
+    )
+    (found, _), (missing, missing_code), (pending, _) = runs
+
+    def ids(*args: str) -> set[str]:
+        listed = _invoke(database, "runs", "list", "--json", *args)
+        assert listed.exit_code == 0, listed.output
+        import json
+
+        return {r["run_id"] for r in json.loads(listed.stdout)}
+
+    later = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
+    assert ids("--action", "invoice.get") == {found, missing}
+    assert ids("--principal", "agent-2") == {missing}
+    assert ids("--code", missing_code) == {missing}
+    assert ids("--action", "invoice.cancel", "--principal", "agent-1") == {pending}
+    assert ids("--since", "1h") == {found, missing, pending}
+    assert ids("--since", later) == set()
+    assert ids("--until", "2020-01-01") == set()
+    bad = _invoke(database, "runs", "list", "--since", "yesterday-ish")
+    assert bad.exit_code == 1 and "[INVALID_ARGUMENT]" in bad.stderr
+
+
+def test_the_agent_example_against_an_unreachable_server_prints_one_line() -> None:
+    env = {**os.environ, "SIGNOFF_URL": "http://127.0.0.1:9/mcp", "SIGNOFF_TOKEN": "t"}
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "agent_session.py")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "Cannot reach signoff at" in done.stderr

@@ -13,6 +13,7 @@ from pathlib import Path
 from signoff.core.clock import SystemClock
 from signoff.core.compiled import ActionRegistry
 from signoff.core.input_limits import InputLimits
+from signoff.core.observe import RuntimeObserver
 from signoff.core.ports import Clock, Notifier, Store
 from signoff.core.run import ActionRun
 from signoff.core.runtime import Runtime
@@ -32,6 +33,8 @@ class Settings:
     instance_id: str | None = None
     # Contract §9: SIGNOFF_MAX_INPUT_BYTES (default 256 KiB), SIGNOFF_MAX_INPUT_DEPTH (32).
     input_limits: InputLimits = field(default_factory=lambda: InputLimits.from_env(os.environ))
+    # What the runtime reports governed calls to (logs, metrics, traces); ``None``: nothing.
+    observer: RuntimeObserver | None = None
 
 
 @dataclass
@@ -86,14 +89,22 @@ async def start_application(
     except BaseException:
         await application.close()
         raise
-    if report.redispatched or report.interrupted or report.expired or report.orphaned:
-        log.warning(
-            "recovery: %d re-dispatched, %d interrupted, %d expired, %d orphaned",
-            len(report.redispatched),
-            len(report.interrupted),
-            report.expired,
-            report.orphaned,
-        )
+    acted = report.redispatched or report.interrupted or report.expired or report.orphaned
+    (log.warning if acted else log.info)(
+        "recovery: %d re-dispatched, %d interrupted, %d expired, %d orphaned",
+        len(report.redispatched),
+        len(report.interrupted),
+        report.expired,
+        report.orphaned,
+        extra={
+            # Run ids, so the operator can look each one up (bounded: a log line, not a report).
+            "redispatched": report.redispatched[:50],
+            "interrupted": report.interrupted[:50],
+            "expired": report.expired,
+            "orphaned": report.orphaned,
+            "skipped": report.skipped,
+        },
+    )
     return application
 
 
@@ -141,6 +152,7 @@ def assemble(
         instance_id=settings.instance_id or default_instance_id(),
         notifier=connected,
         input_limits=settings.input_limits,
+        observer=settings.observer,
     )
     if connected is not None and notifier is not None:
         connected.target = notifier(runtime)

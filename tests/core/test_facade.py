@@ -94,6 +94,7 @@ def test_every_public_name_of_the_runtime_is_a_governed_operation_a_read_or_a_ch
         "now",
         "instance_id",
         "worker_id",
+        "background_usage",  # for metrics: how much background work this process holds
         # recovery and housekeeping
         "recover",
         "recover_running",

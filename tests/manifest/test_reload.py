@@ -136,3 +136,19 @@ async def test_a_failing_callback_does_not_undo_the_reload(
 
     assert registry.resolve("demo.second") is not None
     assert any(record.exc_info for record in caplog.records)
+
+
+async def test_a_reload_logs_which_actions_were_added_removed_and_changed(
+    manifests: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    registry = registry_for(manifests)
+    reloader = ManifestReloader(manifests, registry, environ={})
+    write(manifests, "a.yaml", edited("id: demo.act", "id: demo.renamed"))
+    write(manifests, "b.yaml", SECOND)
+    with caplog.at_level(logging.INFO, logger="signoff.manifest"):
+        assert await reloader.reload() is True
+    (record,) = [r for r in caplog.records if r.getMessage().startswith("reloaded")]
+    assert record.__dict__["added"] == ["demo.renamed", "demo.second"]
+    assert record.__dict__["removed"] == ["demo.act"]
+    assert record.__dict__["changed"] == []
+    assert "2 added, 1 removed, 0 changed" in record.getMessage()

@@ -37,8 +37,8 @@ class Ops:
 
 
 def _app(w: World, store: Store, draining: Draining) -> Any:
-    health = Health(store, lambda: len(w.runtime.registry.all()), draining)
-    scrape = MetricsEndpoint(store, w.runtime.clock.now)
+    health = Health(store, lambda: len(w.runtime.actions()), draining)
+    scrape = MetricsEndpoint(store, w.runtime.now)
     caller = make_caller("agent-1", "acme", "billing")
     options = HttpOptions(routes=ops_routes(health, scrape.route()), draining=draining)
     return build_http_app(w.runtime, FixedIdentity(caller, "127.0.0.1"), options)

@@ -12,6 +12,7 @@ import typer
 
 from signoff.app import Application, NotifierFactory, Settings, start_application
 from signoff.cli.plumbing import MISCONFIGURED, fail
+from signoff.core.observe import RuntimeObserver
 from signoff.store.errors import StoreError
 from signoff.surfaces.mcp.server import SignoffMCP
 
@@ -30,6 +31,7 @@ def serve_application(
     body: Callable[[Application], Awaitable[None]],
     *,
     notifier: NotifierFactory | None = None,
+    observer: RuntimeObserver | None = None,
 ) -> None:
     """Build the application inside the serving loop (stores bind to it), run, close."""
 
@@ -39,7 +41,8 @@ def serve_application(
     async def main() -> None:
         try:
             application = await start_application(
-                Settings(database_url=database, manifests_dir=Path(manifests)), notifier=notifier
+                Settings(database_url=database, manifests_dir=Path(manifests), observer=observer),
+                notifier=notifier,
             )
         except StoreError as exc:
             fail(f"cannot start: {exc}", exc.code)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import logging
 import os
@@ -25,6 +26,8 @@ from signoff.cli.options import (
 )
 from signoff.cli.serve_settings import ServeSettings, Transport, settings_problem
 from signoff.observability.logs import LogFormat, configure_logging
+from signoff.observability.observer import OperationsObserver
+from signoff.observability.tracing import configure_tracing, shutdown_tracing
 from signoff.surfaces.draining import Draining
 from signoff.surfaces.mcp.auth import JwtConfig, JwtConfigError, JwtVerifier
 from signoff.surfaces.mcp.http import (
@@ -159,6 +162,11 @@ def serve(
         misconfigured(settings_problem(exc))
     host, port = settings.host, settings.port
     configure_logging(settings.log_format, settings.log_level)  # stderr: stdio's stdout is MCP
+    if configure_tracing(os.environ):  # only when OTEL_* asks for traces
+        atexit.register(shutdown_tracing)
+    observer = OperationsObserver(
+        log_inputs=settings.log_inputs, trace_payloads=settings.trace_payloads
+    )
     try:
         keys_from_env(os.environ)  # housekeeping signs audit checkpoints with it
     except KeyRingError as exc:
@@ -169,7 +177,12 @@ def serve(
             secret = task_secret_from_env(os.environ)
         except ValueError as exc:
             misconfigured(str(exc))
-        serve_application(database, manifests, lambda app: _stdio(app, caller, reload, secret))
+        serve_application(
+            database,
+            manifests,
+            lambda app: _stdio(app, caller, reload, secret),
+            observer=observer,
+        )
         return
 
     auth: HttpAuth
@@ -221,6 +234,7 @@ def serve(
         manifests,
         lambda app: _http(app, auth, options, web, notifications, settings, reload),
         notifier=notifications,
+        observer=observer,
     )
 
 
@@ -254,7 +268,8 @@ async def _http(
         timeout=settings.ready_timeout,
         links={"/approvals": "the approvals inbox"} if verifier is not None else {},
     )
-    ops = ops_routes(health, MetricsEndpoint(application.store).route())
+    scrape = MetricsEndpoint(application.store, lane=application.runtime.background_usage)
+    ops = ops_routes(health, scrape.route())
     options = dataclasses.replace(
         options,
         routes=[*options.routes, *web.routes, *ops],

@@ -38,6 +38,8 @@ class ServeSettings(BaseSettings):
     shutdown_grace: float = Field(default=DEFAULT_GRACE, ge=0, le=3600)
     # Log each governed call's input (off: inputs may hold personal or secret data).
     log_inputs: bool = False
+    # Put each governed call's input on its trace span (off, for the same reason).
+    trace_payloads: bool = False
     # Seconds /readyz waits for the database before answering 503.
     ready_timeout: float = Field(default=2.0, gt=0, le=60)
 

@@ -8,6 +8,8 @@ Pure functions of the definition, the run and the time: nothing here writes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -18,6 +20,7 @@ from signoff.core.codes import Code
 from signoff.core.compiled import CompiledAction, validate_input
 from signoff.core.definition import DuplicateVisibility, KeyRequirement
 from signoff.core.identity import is_valid_idempotency_key
+from signoff.core.observe import NO_OBSERVER, StageScope
 from signoff.core.policy import PolicyDecision, PolicyInput, evaluate_policy
 from signoff.core.results import ExecutionResult
 from signoff.core.run import ActionRun, ApprovalState, DuplicateScope
@@ -47,21 +50,39 @@ def admit(
     key: str | None,
     *,
     check_keys: bool = True,
+    stage: StageHook | None = None,
 ) -> Admission:
     """The idempotency key, then the input ``data`` against the schema, then the policy.
 
     The pipeline runs it for every proposal; manifest ``tests:`` cases (``check_keys=False``,
-    they carry no key) ask it what the pipeline would decide.
+    they carry no key) ask it what the pipeline would decide. ``stage`` observes the
+    ``validate`` and ``policy`` stages (``observe.py``).
     """
-    if check_keys:
-        refusal = check_key(action, key)
+    observe = stage if stage is not None else _unobserved
+    with observe("validate") as validating:
+        refusal = check_key(action, key) if check_keys else None
         if refusal is not None:
+            validating.set(code=refusal.code)
             return Admission(Stage.KEY, refusal)
-    refusal = validate(action, data)
-    if refusal is not None:
-        return Admission(Stage.VALIDATION, refusal)
-    decision = evaluate_policy(action, request)
+        refusal = validate(action, data)
+        if refusal is not None:
+            validating.set(code=refusal.code)
+            return Admission(Stage.VALIDATION, refusal)
+    with observe("policy") as deciding:
+        decision = evaluate_policy(action, request)
+        denial = decision.denial
+        deciding.set(
+            code=denial.code if denial is not None else "ALLOWED",
+            approval_required=decision.approval_required,
+        )
     return Admission(Stage.POLICY, decision.denial, decision)
+
+
+StageHook = Callable[[str], AbstractContextManager[StageScope]]
+
+
+def _unobserved(name: str) -> AbstractContextManager[StageScope]:
+    return NO_OBSERVER.stage(name, "", "")
 
 
 def check_key(action: CompiledAction, key: str | None) -> ExecutionResult | None:

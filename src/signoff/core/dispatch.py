@@ -143,6 +143,15 @@ class AsyncLane:
         self._idle = asyncio.Event()
         self._idle.set()
 
+    @property
+    def occupied(self) -> int:
+        """Slots taken: background work running or queued (for metrics)."""
+        return self._slots
+
+    @property
+    def capacity(self) -> int:
+        return self._capacity
+
     def try_acquire(self) -> bool:
         if self._slots >= self._capacity:
             return False

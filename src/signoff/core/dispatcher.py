@@ -32,6 +32,7 @@ from signoff.core.dispatch import (
     run_guard,
 )
 from signoff.core.ledger import RunLedger
+from signoff.core.observe import NO_OBSERVER, RuntimeObserver
 from signoff.core.outcomes import AuditKind, outcome_of
 from signoff.core.ports import Clock
 from signoff.core.results import ActionOutcome, ExecutionContext, ExecutionResult
@@ -47,12 +48,14 @@ class Dispatcher:
         worker_id: str,
         lane: AsyncLane | None = None,
         sleep: Sleeper = asyncio.sleep,
+        observer: RuntimeObserver = NO_OBSERVER,
     ) -> None:
         self._ledger = ledger
         self._clock = clock
         self.worker_id = worker_id
         self._lane = lane
         self._retrier = Retrier(sleep)
+        self._observer = observer
 
     @property
     def _background(self) -> AsyncLane:
@@ -102,6 +105,10 @@ class Dispatcher:
         if self._lane is not None:
             await self._lane.drain()
 
+    def lane_usage(self) -> tuple[int, int]:
+        """(slots taken, capacity) of the background lane (for metrics)."""
+        return self._background.occupied, self._background.capacity
+
     # ----------------------------------------------------------------- dispatch
     async def dispatch(self, action: CompiledAction, run: ActionRun) -> ActionOutcome:
         """``run`` is committed RUNNING (async work holds a lane slot). Sync and deferred work
@@ -123,10 +130,15 @@ class Dispatcher:
         """The guard, then the side effect, for a run this incarnation holds (also recovery's
         re-dispatch of a claimed run)."""
         context = context_for(run)
-        guard = await run_guard(action, context)
+        observe = self._observer.stage
+        with observe("guard", run.run_id, action.id) as guarding:
+            guard = await run_guard(action, context)
+            guarding.set(allowed=guard.allowed)
         if not guard.allowed:
             result = ExecutionResult.denied(guard.code, guard.message or "Refused by the guard.")
-            return await self._ledger.finish(run, result, AuditKind.GUARD_DENIED)
+            with observe("record", run.run_id, action.id) as recording:
+                recording.set(code=result.code)
+                return await self._ledger.finish(run, result, AuditKind.GUARD_DENIED)
         if action.definition.mode is ExecutorMode.DEFERRED:
             return await self._hand_off(action, run)
         return await self._run_executor(action, run, context)
@@ -150,9 +162,14 @@ class Dispatcher:
                 },
             )
 
-        result, attempts = await self._retrier.execute(action, context, audit_retry)
+        observe = self._observer.stage
+        with observe("execute", run.run_id, action.id) as executing:
+            result, attempts = await self._retrier.execute(action, context, audit_retry)
+            executing.set(code=result.code, attempt=run.attempt, retries=attempts - 1)
         data = {"attempts": attempts} if attempts > 1 else None
-        return await self._ledger.finish(run, result, AuditKind.EXECUTED, data=data)
+        with observe("record", run.run_id, action.id) as recording:
+            recording.set(code=result.code)
+            return await self._ledger.finish(run, result, AuditKind.EXECUTED, data=data)
 
     async def _hand_off(self, action: CompiledAction, run: ActionRun) -> ActionOutcome:
         try:

@@ -17,6 +17,7 @@ from typing import Any
 
 from signoff.core.limit_stage import releases
 from signoff.core.limits import LimitCheck, LimitDecision, LimitUsage, current_usage, reserve
+from signoff.core.observe import NO_OBSERVER, RuntimeObserver
 from signoff.core.outcomes import AuditKind, event, outcome_of, terminal_status_for
 from signoff.core.ports import AuditEvent, Clock, DuplicateEntry, Liveness, Store
 from signoff.core.results import ActionOutcome, ExecutionResult
@@ -34,9 +35,10 @@ audit to record."""
 
 
 class RunLedger:
-    def __init__(self, store: Store, clock: Clock) -> None:
+    def __init__(self, store: Store, clock: Clock, observer: RuntimeObserver = NO_OBSERVER) -> None:
         self._store = store
         self._clock = clock
+        self._observer = observer
 
     # ------------------------------------------------------------------- reads
     async def load(self, run_id: str) -> ActionRun | None:
@@ -146,6 +148,8 @@ class RunLedger:
                 await unit.audit.append(
                     [event(stored, kind, updated.updated_at, actor=actor, **(data or {}))]
                 )
+        if stored is None:
+            self._observer.cas_conflict(str(kind))
         return stored
 
     async def terminal(
@@ -173,6 +177,7 @@ class RunLedger:
         async with self._store.unit() as unit:
             stored = await unit.runs.compare_and_set(run.version, final)
             if stored is None:
+                self._observer.cas_conflict(str(kind))
                 return None
             if run.duplicate_scope is not None:
                 await unit.duplicates.complete(run.duplicate_scope, run.run_id, result, now)

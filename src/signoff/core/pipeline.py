@@ -28,6 +28,7 @@ from signoff.core.dispatcher import Dispatcher
 from signoff.core.input_limits import DEFAULT_LIMITS, InputLimits, screen, storable_key
 from signoff.core.ledger import RunLedger
 from signoff.core.limits import LimitDecision
+from signoff.core.observe import NO_OBSERVER, RuntimeObserver
 from signoff.core.outcomes import AuditKind, event, outcome_of, terminal_status_for
 from signoff.core.ports import AuditEvent, Clock, DuplicateEntry, DuplicateState
 from signoff.core.preview import run_preview
@@ -49,6 +50,7 @@ class Pipeline:
         notifications: Notifications,
         clock: Clock,
         limits: InputLimits = DEFAULT_LIMITS,
+        observer: RuntimeObserver = NO_OBSERVER,
     ) -> None:
         self._limits = limits
         self._registry = registry
@@ -56,6 +58,7 @@ class Pipeline:
         self._dispatcher = dispatcher
         self._notifications = notifications
         self._clock = clock
+        self._observer = observer
 
     async def propose(self, proposal: ActionProposal) -> ActionOutcome:
         """Govern one proposal.
@@ -115,7 +118,10 @@ class Pipeline:
                     update={"output": {"refused": refused.reason}}
                 ),
             )
-        action = self._registry.resolve(proposal.action_id)
+        observe = self._observer.stage
+        with observe("resolve", run_id, proposal.action_id) as resolving:
+            action = self._registry.resolve(proposal.action_id)
+            resolving.set(registered=action is not None)
         if action is None:
             return await self._refuse(
                 run,
@@ -128,7 +134,11 @@ class Pipeline:
         events.append(event(run, AuditKind.RESOLVED, now, revision=action.revision))
 
         verdict = admission.admit(
-            action, admission.policy_input(run, now), proposal.input, proposal.idempotency_key
+            action,
+            admission.policy_input(run, now),
+            proposal.input,
+            proposal.idempotency_key,
+            stage=lambda name: observe(name, run_id, action.id),
         )
         if verdict.decision is None:  # refused by the key or the schema
             assert verdict.refusal is not None
@@ -228,14 +238,16 @@ class Pipeline:
             return parked, [*reserved, requested]
 
         try:
-            run = await self._ledger.create(
-                run,
-                events,
-                scope=scope,
-                on_duplicate=on_duplicate,
-                limits=checks,
-                on_limits=on_limits,
-            )
+            with observe("reserve", run_id, action.id) as reserving:
+                run = await self._ledger.create(
+                    run,
+                    events,
+                    scope=scope,
+                    on_duplicate=on_duplicate,
+                    limits=checks,
+                    on_limits=on_limits,
+                )
+                reserving.set(scoped=scope is not None, duplicate=run.is_terminal)
         except BaseException:
             if background:
                 self._dispatcher.release_background()
@@ -283,4 +295,6 @@ class Pipeline:
         now = self._clock.now()
         run = run.advance(terminal_status_for(result), now, result=result)
         events.append(event(run, AuditKind.REFUSED, now, code=result.code))
-        return outcome_of(await self._ledger.create(run, events))
+        with self._observer.stage("record", run.run_id, run.action_id) as recording:
+            recording.set(code=result.code)
+            return outcome_of(await self._ledger.create(run, events))

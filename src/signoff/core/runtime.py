@@ -12,6 +12,7 @@ commit machinery lives in the collaborators it composes and is not reachable fro
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
@@ -27,6 +28,7 @@ from signoff.core.identity import Principal
 from signoff.core.input_limits import DEFAULT_LIMITS, InputLimits
 from signoff.core.ledger import RunLedger
 from signoff.core.limits import LimitCheck, LimitSubject, LimitUsage, subject_of
+from signoff.core.observe import NO_OBSERVER, DecisionReport, RuntimeObserver, call_report
 from signoff.core.outcomes import not_found, outcome_of
 from signoff.core.pipeline import Pipeline
 from signoff.core.ports import AuditEvent, Clock, Notifier, Store
@@ -52,19 +54,23 @@ class Runtime:
         worker_ttl: timedelta = WORKER_TTL,
         input_limits: InputLimits = DEFAULT_LIMITS,
         sleep: Sleeper = asyncio.sleep,
+        observer: RuntimeObserver | None = None,
     ) -> None:
+        self._observer: RuntimeObserver = observer if observer is not None else NO_OBSERVER
         self._registry = registry
         self._clock: Clock = clock or SystemClock()
         self._instance_id = instance_id
         # One incarnation per process life: ``worker_id`` says which life holds a RUNNING run.
         self._worker_id = f"{instance_id}/{new_token()}"
         self._background = Background()
-        self._ledger = RunLedger(store, self._clock)
+        self._ledger = RunLedger(store, self._clock, self._observer)
         self._notifications = Notifications(self._background, self._ledger, notifier)
         # ``sleep`` waits between in-run retries (``retry.py``); tests inject one that never sleeps.
-        self._dispatcher = Dispatcher(self._ledger, self._clock, self._worker_id, lane, sleep)
+        self._dispatcher = Dispatcher(
+            self._ledger, self._clock, self._worker_id, lane, sleep, observer=self._observer
+        )
         stage = (registry, self._ledger, self._dispatcher, self._notifications, self._clock)
-        self._pipeline = Pipeline(*stage, input_limits)
+        self._pipeline = Pipeline(*stage, input_limits, self._observer)
         self._approvals = Approvals(*stage)
         self._external = External(registry, self._ledger, self._clock)
         self._cancellation = Cancellation(self._ledger, self._approvals, self._external)
@@ -97,12 +103,53 @@ class Runtime:
     # ------------------------------------------------------- governed operations
     # Each finishes its durable steps even if the caller goes away (a client hanging up).
     async def propose(self, proposal: ActionProposal) -> ActionOutcome:
-        """Govern one proposal (``pipeline.py``)."""
-        return await self._background.shield(self._pipeline.propose(proposal))
+        """Govern one proposal (``pipeline.py``); the observer hears how it was answered."""
+        started = time.perf_counter()
+        outcome = await self._background.shield(self._pipeline.propose(proposal))
+        self._observer.call_finished(call_report(proposal, outcome, time.perf_counter() - started))
+        return outcome
 
     async def decide(self, run_id: str, tenant_id: str, request: DecisionRequest) -> DecisionResult:
         """Record one approver's decision; the last needed approval resumes the run."""
-        return await self._background.shield(self._approvals.decide(run_id, tenant_id, request))
+        started = time.perf_counter()
+        with self._observer.stage("approval", run_id, "") as deciding:
+            result = await self._background.shield(
+                self._approvals.decide(run_id, tenant_id, request)
+            )
+            action = result.outcome.action if result.outcome is not None else ""
+            deciding.set(code=result.code, accepted=result.accepted, action=action)
+        await self._report_decision(run_id, tenant_id, request, result, started)
+        return result
+
+    async def _report_decision(
+        self,
+        run_id: str,
+        tenant_id: str,
+        request: DecisionRequest,
+        result: DecisionResult,
+        started: float,
+    ) -> None:
+        outcome = result.outcome
+        waited: float | None = None
+        if result.accepted and outcome is not None and outcome.approval is None:
+            # This decision settled the run: how long it had waited for approval.
+            settled = await self._ledger.load(run_id)
+            if settled is not None and settled.approval is not None:
+                waited = (self._clock.now() - settled.approval.requested_at).total_seconds()
+        self._observer.decision(
+            DecisionReport(
+                run_id=run_id,
+                tenant_id=tenant_id,
+                action=outcome.action if outcome is not None else "",
+                approver=request.approver.id,
+                vote=str(request.vote),
+                code=str(result.code),
+                accepted=result.accepted,
+                status=str(outcome.status) if outcome is not None else "",
+                duration_s=time.perf_counter() - started,
+                waited_s=waited,
+            )
+        )
 
     async def cancel(self, run_id: str, tenant_id: str, principal: Principal) -> ActionOutcome:
         """Cancel before dispatch, or external work through its cancel hook. A running synchronous
@@ -242,6 +289,10 @@ class Runtime:
     async def heartbeat(self) -> None:
         """Keep this incarnation visibly alive for other instances' recovery."""
         await self._recovery.heartbeat()
+
+    def background_usage(self) -> tuple[int, int]:
+        """(background work running or queued, how much is taken) in this process (metrics)."""
+        return self._dispatcher.lane_usage()
 
     async def drain(self) -> None:
         """Wait for shielded calls and background work to finish (tests, shutdown)."""

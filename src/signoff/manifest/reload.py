@@ -83,9 +83,27 @@ class ManifestReloader:
                     logger.error("  %s", problem)
                 return False
             actions = loaded.compiled
+            before = {a.id: a.revision for a in self.registry.all()}
             self.registry.replace(actions)
             self.last_errors = None
-            logger.info("reloaded %d actions from %s", len(actions), self.source)
+            after = {a.id: a.revision for a in actions}
+            added = sorted(after.keys() - before.keys())
+            removed = sorted(before.keys() - after.keys())
+            changed = sorted(i for i in after.keys() & before.keys() if after[i] != before[i])
+            logger.info(
+                "reloaded %d actions from %s: %d added, %d removed, %d changed",
+                len(actions),
+                self.source,
+                len(added),
+                len(removed),
+                len(changed),
+                extra={
+                    "actions": len(actions),
+                    "added": added,
+                    "removed": removed,
+                    "changed": changed,
+                },
+            )
         if self.on_reload is not None:
             try:
                 result = self.on_reload(actions)

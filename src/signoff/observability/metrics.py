@@ -104,12 +104,12 @@ class Metrics:
         )
         self.lane_in_use = Gauge(
             "signoff_lane_in_use",
-            "Background executions running now in this process's lane.",
+            "Background executions running or queued in this process's lane.",
             registry=r,
         )
         self.lane_capacity = Gauge(
             "signoff_lane_capacity",
-            "How many background executions this process's lane runs at once.",
+            "How many background executions this process's lane takes (running plus queued).",
             registry=r,
         )
 

@@ -154,7 +154,7 @@ class SignoffMCP:
         return False
 
     def _is_tool(self, name: str) -> bool:
-        return name in self._builtin_tools or self.registry.resolve_tool(name) is not None
+        return name in self._builtin_tools or self.runtime.action_for_tool(name) is not None
 
     def _input_schema(self, name: str) -> dict[str, Any] | None:
         """For the SDK's ``Mcp-Param-*`` header check only (no argument validation happens)."""

@@ -44,6 +44,8 @@ class MetricsEndpoint:
     store: Store
     now: Callable[[], datetime] = lambda: datetime.now(UTC)
     metrics: Metrics = METRICS
+    # (slots taken, capacity) of this process's background lane, read at scrape time.
+    lane: Callable[[], tuple[int, int]] | None = None
 
     async def refresh(self) -> None:
         counts: Tally[RunStatus] = Tally()
@@ -70,6 +72,10 @@ class MetricsEndpoint:
             age = (now - oldest[status]).total_seconds() if status in oldest else 0.0
             self.metrics.nonterminal_oldest.labels(status=str(status)).set(max(age, 0.0))
         self.metrics.pending_approvals.set(counts[RunStatus.WAITING_APPROVAL])
+        if self.lane is not None:
+            occupied, capacity = self.lane()
+            self.metrics.lane_in_use.set(occupied)
+            self.metrics.lane_capacity.set(capacity)
         _TRUNCATED.set(1 if truncated else 0)
 
     async def scrape(self, _request: Request) -> Response:

@@ -15,6 +15,7 @@ from signoff.core.compiled import ActionRegistry
 from signoff.core.input_limits import InputLimits
 from signoff.core.observe import RuntimeObserver
 from signoff.core.ports import Clock, Notifier, Store
+from signoff.core.recovery import RecoveryReport
 from signoff.core.run import ActionRun
 from signoff.core.runtime import Runtime
 from signoff.maintenance import DEFAULT_EVERY, Maintenance, maintenance
@@ -89,6 +90,12 @@ async def start_application(
     except BaseException:
         await application.close()
         raise
+    log_recovery(report)
+    return application
+
+
+def log_recovery(report: RecoveryReport) -> None:
+    """One line saying what start-up recovery did (a warning when it had to act)."""
     acted = report.redispatched or report.interrupted or report.expired or report.orphaned
     (log.warning if acted else log.info)(
         "recovery: %d re-dispatched, %d interrupted, %d expired, %d orphaned",
@@ -105,7 +112,6 @@ async def start_application(
             "skipped": report.skipped,
         },
     )
-    return application
 
 
 def load_registry(manifests_dir: Path) -> ActionRegistry:

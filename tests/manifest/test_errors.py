@@ -272,6 +272,29 @@ def test_a_sensitive_field_must_be_an_input_property(manifests: Path) -> None:
     assert (problem.code, problem.path) == (ProblemCode.INVALID_VALUE, "spec.sensitive[1]")
 
 
+@pytest.mark.parametrize("entry", ["/input/iban", "/secret/note", "/output"])
+def test_a_sensitive_pointer_must_name_an_input_property_or_point_into_the_output(
+    manifests: Path, entry: str
+) -> None:
+    write(manifests, "a.yaml", edited("sensitive: [note]", f"sensitive: [note, '{entry}']"))
+
+    problem = only_problem(manifests)
+
+    assert (problem.code, problem.path) == (ProblemCode.INVALID_VALUE, "spec.sensitive[1]")
+
+
+def test_sensitive_pointers_into_input_and_output_load(manifests: Path) -> None:
+    write(
+        manifests,
+        "a.yaml",
+        edited("sensitive: [note]", "sensitive: [note, /input/note, /output/account/iban]"),
+    )
+
+    (action,) = load_manifest_dir(manifests)
+
+    assert action.definition.sensitive_fields == ("note", "/input/note", "/output/account/iban")
+
+
 def test_a_test_case_must_expect_a_code_decided_before_execution(manifests: Path) -> None:
     text = edited("    expect: SUCCEEDED", "    expect: INVOICE_ALREADY_PAID")
     write(manifests, "a.yaml", text)

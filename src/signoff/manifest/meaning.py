@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from signoff.core.codes import Code
+from signoff.core.visibility import PointerError, parse_sensitive
 from signoff.manifest.checks import check_cel, check_input_schema
 from signoff.manifest.env import substitute
 from signoff.manifest.errors import ManifestProblem, ProblemCode
@@ -170,11 +171,19 @@ class DocumentCheck:
         declared = self.at("spec", "input", "properties")
         sensitive = self.at("spec", "sensitive")
         for index, name in enumerate(sensitive if isinstance(sensitive, list) else ()):
-            if isinstance(name, str) and (not isinstance(declared, dict) or name not in declared):
+            if not isinstance(name, str):
+                continue
+            try:
+                root, path = parse_sensitive(name)
+            except PointerError as exc:
+                self.report(("spec", "sensitive", index), ProblemCode.INVALID_VALUE, str(exc))
+                continue
+            # Output pointers cannot be checked against a schema the output need not have.
+            if root == "input" and (not isinstance(declared, dict) or path[0] not in declared):
                 self.report(
                     ("spec", "sensitive", index),
                     ProblemCode.INVALID_VALUE,
-                    f"{name!r} is not a property of spec.input",
+                    f"{path[0]!r} is not a property of spec.input",
                 )
         amend = self.at("spec", "approval", "amend")
         for index, name in enumerate(amend if isinstance(amend, list) else ()):

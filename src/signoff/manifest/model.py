@@ -245,7 +245,8 @@ class Spec(_Strict):
     results: dict[ResultCode, ResultSpec] = {}
     """Domain result codes the executor may return, with their status and retry disposition."""
     sensitive: list[str] = []
-    """Input fields approvers' screens mask."""
+    """Values every surface masks: JSON pointers into the run (``/input/iban``,
+    ``/output/account/number``); a bare name is an input field. Only the executor sees them."""
     display: dict[str, Display] = {}
     """How approvers' screens format input fields (amounts, dates); display only."""
     limits: list[Limit] = []

@@ -7,8 +7,8 @@ Start the demo first (``make demo``), then in another terminal::
 It lists its tools, reads the open invoices, asks to cancel a large one (that needs a billing
 lead's approval), then follows the run with ``signoff_get_run`` until somebody decides — approve
 it in the approvals inbox (http://127.0.0.1:8000/approvals) with the approver token the demo
-printed, or from the repository root with ``signoff approvals approve RUN_ID --as demo-lead
---tenant demo --roles billing-lead``.
+printed, or with ``SIGNOFF_TOKEN=$(cat .signoff-demo/approver.token) signoff approvals approve
+RUN_ID --server http://127.0.0.1:8000``.
 
 Environment: SIGNOFF_URL (default http://127.0.0.1:8000/mcp), SIGNOFF_TOKEN (default: the agent
 token the demo wrote to .signoff-demo/agent.token), SIGNOFF_WAIT (seconds to follow the run,
@@ -104,8 +104,8 @@ async def main() -> None:
             inbox = URL.removesuffix("/mcp") + "/approvals"
             print(f"  web inbox: {inbox} (sign in with the approver token)")
             print(
-                f"  CLI:       signoff approvals approve {run_id} --as demo-lead --tenant demo "
-                "--roles billing-lead --reason 'duplicate'"
+                "  CLI:       SIGNOFF_TOKEN=$(cat .signoff-demo/approver.token) signoff approvals "
+                f"approve {run_id} --server {URL.removesuffix('/mcp')} --reason 'duplicate'"
             )
         deadline = time.monotonic() + float(os.environ.get("SIGNOFF_WAIT", "600"))
         while outcome["status"] not in FINAL and (left := deadline - time.monotonic()) > 0:

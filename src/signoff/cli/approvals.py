@@ -1,9 +1,11 @@
 """`signoff approvals list|show|approve|reject`: the operator's approval tool.
 
-Like stdio, it trusts the identity it is given (``--as``, ``--tenant``, ``--roles``) and records
-channel ``cli`` with the OS user beside it. Every decision goes through ``Runtime.decide``, so the
-rules are the server's; a refusal exits 1 with one line ending in the stable code. An approval
-that completes the quorum resumes the run here, in this process (re-check, guard, dispatch).
+With ``--server URL --token JWT`` (``SIGNOFF_SERVER``, ``SIGNOFF_TOKEN``) every command is a
+client of that server's JSON API (``remote.py``): the token names the approver and the server
+executes. Without a server it works on the database: like stdio, it trusts the identity it is
+given (``--as``, ``--tenant``, ``--roles``) and records channel ``cli`` with the OS user beside it.
+Every decision goes through ``Runtime.decide``, so the rules are the server's; a refusal exits 1
+with one line ending in the stable code.
 """
 
 from __future__ import annotations
@@ -19,13 +21,15 @@ from rich.markup import escape
 from rich.table import Table
 
 from signoff.app import Application
+from signoff.cli import remote
 from signoff.cli.options import (
     DEFAULT_DATABASE_URL,
     DEFAULT_MANIFESTS,
     DatabaseOption,
     ManifestsOption,
 )
-from signoff.cli.plumbing import fail, with_application
+from signoff.cli.plumbing import MISCONFIGURED, fail, with_application
+from signoff.cli.remote import ServerOption, TokenOption
 from signoff.cli.run_ids import resolve_run_id
 from signoff.core.approvals import DecisionRequest, DecisionResult
 from signoff.core.codes import Code, ExecutionStatus
@@ -37,7 +41,10 @@ from signoff.surfaces.web.views import describe, input_fields, pending_for, rela
 
 T = TypeVar("T")
 
-TenantOption = Annotated[str, typer.Option("--tenant", help="The tenant whose runs to act on.")]
+TenantOption = Annotated[
+    str | None,
+    typer.Option("--tenant", help="The tenant whose runs to act on (not with --server)."),
+]
 AsOption = Annotated[
     str | None, typer.Option("--as", help="The approver's principal id (recorded as the decider).")
 ]
@@ -62,6 +69,23 @@ def _operator() -> str:
         return getpass.getuser()
     except (KeyError, OSError):
         return "unknown"
+
+
+def _local_tenant(tenant: str | None) -> str:
+    if tenant is None:
+        fail("--tenant is required without --server", "INVALID_ARGUMENT", MISCONFIGURED)
+    return tenant
+
+
+def _no_identity_flags(**given: object) -> None:
+    """With --server the token is the identity: flags that would claim one are refused."""
+    named = [f"--{name.strip('_').replace('_', '-')}" for name, value in given.items() if value]
+    if named:
+        fail(
+            f"{', '.join(named)} cannot be used with --server: the token names the approver",
+            "INVALID_ARGUMENT",
+            MISCONFIGURED,
+        )
 
 
 def _caller(name: str | None, tenant: str, roles: str) -> Caller:
@@ -192,16 +216,23 @@ def register(app: typer.Typer) -> None:
 
     @approvals.command("list")
     def list_pending(
-        tenant: TenantOption,
+        tenant: TenantOption = None,
         name: AsOption = None,
         roles: RolesOption = "",
         limit: Annotated[int, typer.Option(min=1, max=1000, help="At most this many.")] = 100,
         database: DatabaseOption = DEFAULT_DATABASE_URL,
         manifests: ManifestsOption = DEFAULT_MANIFESTS,
         as_json: JsonOption = False,
+        server: ServerOption = None,
+        token: TokenOption = None,
     ) -> None:
         """Runs of --tenant waiting for approval; with --as/--roles, only those that approver
-        could decide."""
+        could decide. With --server: the runs the token's approver could decide."""
+        if server is not None:
+            _no_identity_flags(tenant=tenant, as_=name, roles=roles)
+            remote.list_pending(remote.ApiClient(server, token), limit, as_json)
+            return
+        tenant = _local_tenant(tenant)
         if roles and name is None:
             fail("--roles needs --as (whose roles they are)", "INVALID_ARGUMENT")
         caller = _caller(name, tenant, roles) if name is not None else None
@@ -219,12 +250,19 @@ def register(app: typer.Typer) -> None:
     @approvals.command("show")
     def show(
         run_id: RunIdArgument,
-        tenant: TenantOption,
+        tenant: TenantOption = None,
         database: DatabaseOption = DEFAULT_DATABASE_URL,
         manifests: ManifestsOption = DEFAULT_MANIFESTS,
         as_json: JsonOption = False,
+        server: ServerOption = None,
+        token: TokenOption = None,
     ) -> None:
         """One run of --tenant: what was proposed, by whom, and the decisions so far."""
+        if server is not None:
+            _no_identity_flags(tenant=tenant)
+            remote.show(remote.ApiClient(server, token), run_id, as_json)
+            return
+        tenant = _local_tenant(tenant)
 
         async def work(application: Application) -> None:
             full = await resolve_run_id(application.store, run_id, tenant)
@@ -241,20 +279,29 @@ def register(app: typer.Typer) -> None:
     def decide(vote: ApprovalVote) -> Callable[..., None]:
         def command(
             run_id: RunIdArgument,
-            name: Annotated[str, typer.Option("--as", help="The approver's principal id.")],
-            tenant: TenantOption,
+            name: AsOption = None,
+            tenant: TenantOption = None,
             roles: RolesOption = "",
             reason: ReasonOption = "",
             database: DatabaseOption = DEFAULT_DATABASE_URL,
             manifests: ManifestsOption = DEFAULT_MANIFESTS,
             as_json: JsonOption = False,
+            server: ServerOption = None,
+            token: TokenOption = None,
         ) -> None:
-            caller = _caller(name, tenant, roles)
             if len(reason) > MAX_REASON_CHARS:
                 fail(
                     f"--reason has more than {MAX_REASON_CHARS} characters",
                     Code.INPUT_VALIDATION_FAILED,
                 )
+            if server is not None:
+                _no_identity_flags(tenant=tenant, as_=name, roles=roles)
+                verb = "approve" if vote is ApprovalVote.APPROVE else "reject"
+                remote.decide(remote.ApiClient(server, token), run_id, verb, reason, as_json)
+                return
+            if name is None:
+                fail("--as is required without --server", "INVALID_ARGUMENT", MISCONFIGURED)
+            caller = _caller(name, _local_tenant(tenant), roles)
             request = DecisionRequest(
                 approver=caller.principal,
                 vote=vote,
@@ -264,14 +311,15 @@ def register(app: typer.Typer) -> None:
             )
 
             async def work(application: Application) -> DecisionResult:
-                full = await resolve_run_id(application.store, run_id, tenant)
-                return await application.runtime.decide(full or run_id, tenant, request)
+                full = await resolve_run_id(application.store, run_id, caller.tenant_id)
+                return await application.runtime.decide(full or run_id, caller.tenant_id, request)
 
             _print_decision(with_application(database, manifests, work), as_json)
 
         verb = "Approve" if vote is ApprovalVote.APPROVE else "Reject"
         command.__doc__ = (
-            f"{verb} RUN_ID as --as with --roles; the run's rules decide whether it counts."
+            f"{verb} RUN_ID: with --server/--token through the server (which executes), else as "
+            "--as with --roles on the database; the run's rules decide whether it counts."
         )
         return command
 

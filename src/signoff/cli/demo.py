@@ -215,8 +215,8 @@ def _print_instructions(
     echo(f"A billing lead approves in the inbox at {public_url}/approvals (paste the approver")
     echo("token to sign in), or from the command line:")
     echo(
-        f"  signoff approvals approve RUN_ID --as {APPROVER[0]} --tenant {DEMO_TENANT} "
-        f"--roles {','.join(APPROVER[1])} --reason 'checked' --database {database}"
+        f"  SIGNOFF_TOKEN=$(cat {state / 'approver.token'}) signoff approvals approve RUN_ID "
+        f"--server {public_url} --reason 'checked'"
     )
     echo("")
     echo("Claude Code over HTTP:")

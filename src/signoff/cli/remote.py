@@ -1,0 +1,171 @@
+"""`signoff approvals ... --server URL --token JWT`: the CLI as a client of the approvers' JSON API.
+
+The token names the approver (its ``sub``, ``roles``, ``tenant``) and must be an approver's
+credential (scope ``signoff:approve``, not ``signoff:propose``); the server decides and, when the
+decision completes the quorum, executes the action in its own process, with its own environment
+and manifests. Nothing here opens the database or imports an executor.
+
+A token travels only over HTTPS, or plain HTTP to a loopback address.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Annotated, Any, NoReturn
+from urllib.parse import quote, urlsplit
+
+import httpx
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from signoff.cli.plumbing import MISCONFIGURED, fail
+from signoff.core.codes import Code
+from signoff.surfaces.mcp.http import is_loopback
+
+ServerOption = Annotated[
+    str | None,
+    typer.Option(
+        "--server",
+        envvar="SIGNOFF_SERVER",
+        help="Decide through this server's JSON API (https://..., or http:// on loopback).",
+    ),
+]
+TokenOption = Annotated[
+    str | None,
+    typer.Option(
+        "--token",
+        envvar="SIGNOFF_TOKEN",
+        help="With --server: the approver's bearer token (prefer the SIGNOFF_TOKEN variable).",
+        show_default=False,
+    ),
+]
+TIMEOUT = httpx.Timeout(30.0, connect=5.0)
+# How an HTTP status the API answers without a JSON code reads.
+_STATUS_CODES = {
+    401: Code.UNAUTHENTICATED,
+    403: Code.INSUFFICIENT_SCOPE,
+    404: Code.ACTION_RUN_NOT_FOUND,
+}
+
+
+class ApiClient:
+    """One approver talking to one server."""
+
+    def __init__(self, server: str, token: str | None) -> None:
+        self.base = check_server_url(server)
+        if not token or not token.strip():
+            fail("--server needs the approver's token: --token or SIGNOFF_TOKEN", "UNAUTHENTICATED")
+        self._headers = {"Authorization": f"Bearer {token.strip()}", "Accept": "application/json"}
+
+    def get(self, path: str, params: Mapping[str, str] | None = None) -> dict[str, Any]:
+        return self._call("GET", path, params=params)
+
+    def post(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        return self._call("POST", path, json=body)
+
+    def _call(self, method: str, path: str, **options: Any) -> dict[str, Any]:
+        try:
+            with httpx.Client(timeout=TIMEOUT, follow_redirects=False) as http:
+                response = http.request(method, self.base + path, headers=self._headers, **options)
+        except httpx.HTTPError as exc:
+            fail(f"cannot reach {self.base}: {type(exc).__name__}", "SERVER_UNREACHABLE")
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            _refused(response.status_code, None, f"the server answered HTTP {response.status_code}")
+        if response.status_code >= 400 and "code" in body:
+            _refused(response.status_code, body, str(body.get("message") or ""))
+        if response.status_code >= 400:
+            _refused(response.status_code, None, f"the server answered HTTP {response.status_code}")
+        return body
+
+
+def _refused(status: int, body: Mapping[str, Any] | None, message: str) -> NoReturn:
+    code = str(body["code"]) if body is not None else _STATUS_CODES.get(status, "SERVER_ERROR")
+    fail(f"refused by the server: {message}".rstrip(": "), code)
+
+
+def check_server_url(server: str) -> str:
+    """The base URL without a trailing slash; a bearer token never crosses a network in clear."""
+    parts = urlsplit(server.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        fail(f"--server must be an http(s) URL, got {server!r}", "INVALID_ARGUMENT", MISCONFIGURED)
+    if parts.scheme == "http" and not is_loopback(parts.hostname):
+        fail(
+            "--server over plain http would send the token in clear: use https (plain http only "
+            "to a loopback address)",
+            "INSECURE_SERVER_URL",
+            MISCONFIGURED,
+        )
+    return server.strip().rstrip("/")
+
+
+def run_path(run_id: str) -> str:
+    return f"/api/runs/{quote(run_id, safe='')}"
+
+
+def decide(client: ApiClient, run_id: str, verb: str, reason: str, as_json: bool) -> None:
+    """POST the decision; print it like a local decision; refusals exit 1 with the code."""
+    answer = client.post(f"{run_path(run_id)}/{verb}", {"reason": reason})
+    if as_json:
+        typer.echo(json.dumps(answer))
+    outcome = answer.get("outcome")
+    if not answer.get("accepted"):
+        fail(f"decision not recorded: {answer.get('message', '')}", str(answer.get("code")))
+    if not as_json and isinstance(outcome, dict):
+        typer.echo(
+            f"decision recorded [{answer.get('code')}]; run {outcome.get('run_id')} is now "
+            f"{outcome.get('status')} [{outcome.get('code')}] {outcome.get('message', '')}".rstrip()
+        )
+
+
+def list_pending(client: ApiClient, limit: int, as_json: bool) -> None:
+    answer = client.get("/api/approvals", {"limit": str(limit)})
+    if as_json:
+        typer.echo(json.dumps(answer))
+        return
+    runs = [run for run in answer.get("approvals", []) if isinstance(run, dict)]
+    table = Table(title=f"{len(runs)} run{'s' * (len(runs) != 1)} waiting for approval")
+    for column in ("run_id", "action", "proposed by", "resource", "risk", "input", "expires"):
+        table.add_column(column, overflow="fold")
+    for run in runs:
+        approval = run.get("approval") or {}
+        principal = run.get("principal") or {}
+        cells = (
+            str(run.get("run_id", "")),
+            str(run.get("action", "")),
+            f"{run.get('proposer_type', '')} {principal.get('id', '')}",
+            str(run.get("resource") or ""),
+            str(run.get("risk") or "?"),
+            "\n".join(f"{k}: {v}" for k, v in (run.get("input") or {}).items()),
+            str(approval.get("expires_at") or ""),
+        )
+        table.add_row(*(escape(cell) for cell in cells))
+    Console().print(table)
+
+
+def show(client: ApiClient, run_id: str, as_json: bool) -> None:
+    answer = client.get(run_path(run_id))
+    if as_json:
+        typer.echo(json.dumps(answer))
+        return
+    table = Table(title=f"run {run_id}", show_header=False)
+    table.add_column("field", style="bold")
+    table.add_column("value", overflow="fold")
+    outcome = answer.get("outcome") or {}
+    rows = {
+        "action": str(answer.get("action", "")),
+        "status": str(answer.get("status", "")),
+        "proposed by": str((answer.get("principal") or {}).get("id", "")),
+        "resource": str(answer.get("resource") or ""),
+        "input": json.dumps(answer.get("input") or {}, ensure_ascii=False),
+        "outcome": f"{outcome.get('status', '')} [{outcome.get('code', '')}]",
+    }
+    for name, value in rows.items():
+        table.add_row(name, escape(value))
+    Console().print(table)

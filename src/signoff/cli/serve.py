@@ -43,6 +43,7 @@ from signoff.surfaces.mcp.http import (
 from signoff.surfaces.mcp.identity import Caller, IdentityError, fixed_identity, make_caller
 from signoff.surfaces.mcp.server import SignoffMCP
 from signoff.surfaces.mcp.serving import serve_http, serve_stdio
+from signoff.surfaces.mcp.sessions import SessionLimits
 from signoff.surfaces.mcp.tasks import task_secret_from_env
 from signoff.surfaces.ops import Health, ops_routes
 from signoff.surfaces.ops.metrics import MetricsEndpoint
@@ -221,13 +222,16 @@ def serve(
         misconfigured(str(exc))
     try:
         task_secret = task_secret_from_env(os.environ, jwt_secret)
+        sessions = SessionLimits.from_env(os.environ)
     except ValueError as exc:
         misconfigured(str(exc))
     if task_secret is None:
         logger.warning(
             "SIGNOFF_TASK_SECRET is not set: MCP task ids are valid for this process only"
         )
-    options = HttpOptions(allowed_hosts=tuple(allowed_host or ()), task_secret=task_secret)
+    options = HttpOptions(
+        allowed_hosts=tuple(allowed_host or ()), task_secret=task_secret, sessions=sessions
+    )
     notifications = WebNotifications(web)
     serve_application(
         database,

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend
 from mcp.server.auth.provider import TokenVerifier
 from mcp.server.auth.routes import build_resource_metadata_url, cors_middleware
-from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import AnyHttpUrl
 from starlette.applications import Starlette
@@ -35,6 +35,7 @@ from signoff.core.runtime import Runtime
 from signoff.surfaces.draining import CountRequests, Draining
 from signoff.surfaces.mcp.identity import Caller, bearer_identity, fixed_identity
 from signoff.surfaces.mcp.server import SignoffMCP
+from signoff.surfaces.mcp.sessions import FairSessionManager, SessionLimits
 from signoff.surfaces.scopes import ScopeRefusal, Scopes
 from signoff.surfaces.web.http import FaultBarrier
 
@@ -85,6 +86,7 @@ class HttpOptions:
     """Keys MCP task ids; the same on every instance (``tasks.task_secret_from_env``)."""
     # Graceful shutdown: in-flight accounting and long-polls that answer when it begins.
     draining: Draining | None = None
+    sessions: SessionLimits = field(default_factory=SessionLimits)
 
 
 def authorization_servers(env: Mapping[str, str], issuer: str | None) -> list[str]:
@@ -131,10 +133,11 @@ def build_http_app(
             runtime, bearer_identity, task_secret=options.task_secret, draining=options.draining
         )
 
-    manager = StreamableHTTPSessionManager(
+    manager = FairSessionManager(
         app=surface.server,
         json_response=options.json_response,
         security_settings=_security(auth, options),
+        limits=options.sessions,
     )
     endpoint: ASGIApp = StreamableHTTPASGIApp(manager)
     routes: list[BaseRoute] = []
@@ -168,6 +171,7 @@ def build_http_app(
         lifespan=lifespan,
     )
     app.state.signoff_mcp = surface
+    app.state.session_manager = manager
     return app
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import jsonschema_rs
 
 from signoff.core.input_limits import safe_text
+from signoff.core.visibility import paths_by_root
 
 MAX_ERRORS = 20
 MAX_MESSAGE_CHARS = 300
@@ -38,7 +39,8 @@ class InputValidator:
 
     def __init__(self, validator: Any, sensitive: Sequence[str] = ()) -> None:
         self._validator = validator
-        self._sensitive = tuple(_segments(name) for name in sensitive)
+        # Input pointers only (``core.visibility`` reads the entries); output is not validated here.
+        self._sensitive = tuple(list(path) for path in paths_by_root(sensitive)["input"])
 
     def is_valid(self, data: Any) -> bool:
         return bool(self._validator.is_valid(data))
@@ -74,13 +76,6 @@ class InputValidator:
 
 
 _MISSING = object()
-
-
-def _segments(name: str) -> list[str]:
-    """A sensitive field: a top-level name, or a JSON pointer (``/card/number``)."""
-    if name.startswith("/"):
-        return [p.replace("~1", "/").replace("~0", "~") for p in name[1:].split("/")]
-    return [name]
 
 
 def _lookup(data: Any, segments: list[str]) -> Any:

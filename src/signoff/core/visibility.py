@@ -125,10 +125,15 @@ def _masked(node: Any, paths: list[tuple[str, ...]]) -> Any:
 
 
 def sensitive_paths(definition: ActionDefinition | None) -> dict[str, list[tuple[str, ...]]]:
-    """The action's sensitive entries by root (``input``/``output``); unparseable ones are masked
-    as whole input fields, never ignored."""
+    """The action's sensitive entries by root (``input``/``output``)."""
+    return paths_by_root(definition.sensitive_fields if definition is not None else ())
+
+
+def paths_by_root(entries: Iterable[str]) -> dict[str, list[tuple[str, ...]]]:
+    """Sensitive entries by root (``input``/``output``); an unparseable one is masked as the
+    input field of that name, never ignored."""
     found: dict[str, list[tuple[str, ...]]] = {root: [] for root in _ROOTS}
-    for entry in definition.sensitive_fields if definition is not None else ():
+    for entry in entries:
         try:
             root, path = parse_sensitive(entry)
         except PointerError:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from signoff import Code
 from tests.helpers import NO_APPROVAL, Recorder, definition, memory_runtime, proposal
 
@@ -21,12 +23,12 @@ CARD_SCHEMA: dict[str, Any] = {
 }
 
 
-def _runtime() -> Any:
+def _runtime(sensitive: str = "card") -> Any:
     return memory_runtime(
         definition(
             Recorder(),
             input_schema=CARD_SCHEMA,
-            sensitive_fields=("card",),
+            sensitive_fields=(sensitive,),
             approval=NO_APPROVAL,
         )
     )
@@ -40,8 +42,9 @@ async def test_a_pattern_anchor_does_not_match_before_a_trailing_newline() -> No
     assert accepted.code == Code.SUCCEEDED
 
 
-async def test_a_validation_message_never_shows_a_sensitive_value() -> None:
-    runtime = _runtime()
+@pytest.mark.parametrize("sensitive", ["card", "/input/card"])
+async def test_a_validation_message_never_shows_a_sensitive_value(sensitive: str) -> None:
+    runtime = _runtime(sensitive)
     refused = await runtime.propose(proposal({"invoice_id": "INV-1", "amount": 1, "card": CARD}))
     assert refused.code == Code.INPUT_VALIDATION_FAILED
     stored = await runtime.get(refused.run_id, "acme")

@@ -85,6 +85,7 @@ def test_every_public_name_of_the_runtime_is_a_governed_operation_a_read_or_a_ch
         "get_run",
         "wait",
         "list_runs",
+        "page_runs",
         "audit_trail",
         "limit_usage",
         "action",

@@ -148,6 +148,25 @@ async def test_list_is_newest_first_within_a_tenant_and_filters_by_status(
     assert {r.run_id for r in runs} | {other.run_id} <= {r.run_id for r in everyone}
 
 
+async def test_list_pages_oldest_first_after_a_cursor(backend: Backend, tenant: str) -> None:
+    runs = [await stored(backend, new_run(tenant)) for _ in range(5)]
+    store = await backend.open()
+    async with store.unit() as unit:
+        first = await unit.runs.list(tenant_id=tenant, limit=2, oldest_first=True)
+        second = await unit.runs.list(
+            tenant_id=tenant, limit=2, oldest_first=True, after_run_id=first[-1].run_id
+        )
+        rest = await unit.runs.list(
+            tenant_id=tenant, limit=10, oldest_first=True, after_run_id=second[-1].run_id
+        )
+        between = await unit.runs.list(
+            tenant_id=tenant, after_run_id=runs[0].run_id, before_run_id=runs[3].run_id
+        )
+    ids = [r.run_id for r in runs]
+    assert [r.run_id for r in first + second + rest] == ids
+    assert [r.run_id for r in between] == [ids[2], ids[1]]
+
+
 async def test_a_tenant_id_matches_exactly(backend: Backend, tenant: str) -> None:
     await stored(backend, new_run(tenant))
     store = await backend.open()

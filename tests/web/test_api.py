@@ -133,7 +133,7 @@ async def test_a_run_of_another_tenant_answers_exactly_like_a_missing_run(site: 
             assert foreign.json() == missing.json()
             assert foreign.json()["code"] == Code.ACTION_RUN_NOT_FOUND
         listed = await http.get("/api/approvals")
-    assert listed.json() == {"approvals": []}
+    assert listed.json() == {"approvals": [], "next_after": None}
     run = await stored_run(site.store, theirs.run_id)
     assert run is not None and run.status is RunStatus.WAITING_APPROVAL
     assert run.approval is not None and run.approval.decisions == ()
@@ -267,3 +267,22 @@ async def test_the_limits_endpoint_answers_an_unknown_action_with_its_code(site:
         none = await http.get("/api/limits/invoice.cancel?principal=agent-1")
     assert (unknown.status_code, unknown.json()["code"]) == (404, Code.ACTION_NOT_REGISTERED)
     assert (none.status_code, none.json()) == (200, {"limits": []})
+
+
+async def test_an_approver_reads_only_runs_waiting_for_its_role_or_decided_by_it(
+    site: Site,
+) -> None:
+    pending = await site.propose()
+    path = f"/api/runs/{pending.run_id}"
+    async with site.client(bearer(sub="clerk", roles=("support",))) as http:
+        hidden = await http.get(path)
+        missing = await http.get("/api/runs/0190aaaa-0000-7000-8000-000000000000")
+    assert hidden.status_code == 404 and hidden.json() == missing.json()
+    async with site.client(bearer(**LEAD)) as http:
+        assert (await http.get(path)).status_code == 200
+        assert (await http.post(f"{path}/approve", json={"reason": "ok"})).status_code == 200
+        # Decided by this approver: still readable once it is no longer waiting.
+        assert (await http.get(path)).json()["status"] == "SUCCEEDED"
+    async with site.client(bearer(**LEAD2)) as http:
+        # Same role, but it no longer waits and this approver did not decide it.
+        assert (await http.get(path)).status_code == 404

@@ -319,10 +319,21 @@ class Approvals:
         return current
 
     async def expire_overdue(self, limit: int = 1000) -> int:
-        """The sweeper: move every overdue approval to EXPIRED. Returns how many it moved."""
-        waiting = await self._ledger.runs(statuses=[RunStatus.WAITING_APPROVAL], limit=limit)
+        """The sweeper: move every overdue approval of every tenant to EXPIRED, reading the
+        waiting runs ``limit`` at a time, oldest first, to the end (a flood of new requests never
+        shields an old one). Returns how many it moved."""
         moved = 0
-        for run in waiting:
-            if self.overdue(run) and await self.expire(run):
-                moved += 1
-        return moved
+        cursor: str | None = None
+        while True:
+            page = await self._ledger.runs(
+                statuses=[RunStatus.WAITING_APPROVAL],
+                limit=limit,
+                after_run_id=cursor,
+                oldest_first=True,
+            )
+            for run in page:
+                cursor = run.run_id
+                if self.overdue(run) and await self.expire(run):
+                    moved += 1
+            if len(page) < limit:
+                return moved

@@ -10,6 +10,7 @@ operation id.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,11 +111,11 @@ class External:
 
     # ----------------------------------------------------------------- orphans
     async def sweep(self, limit: int = 1000) -> int:
-        """Apply the orphan policy to WAITING_EXTERNAL runs past their deadline."""
-        waiting = await self._ledger.runs(statuses=[RunStatus.WAITING_EXTERNAL], limit=limit)
+        """Apply the orphan policy to every WAITING_EXTERNAL run past its deadline, paging
+        ``limit`` at a time, oldest first, through all of them."""
         now = self._clock.now()
         handled = 0
-        for run in waiting:
+        async for run in self._waiting(limit):
             if run.deadline_at is None or run.deadline_at > now:
                 continue
             action = self._registry.resolve(run.action_id)
@@ -130,3 +131,18 @@ class External:
                 )
             handled += outcome is not None
         return handled
+
+    async def _waiting(self, limit: int) -> AsyncIterator[ActionRun]:
+        cursor: str | None = None
+        while True:
+            page = await self._ledger.runs(
+                statuses=[RunStatus.WAITING_EXTERNAL],
+                limit=limit,
+                after_run_id=cursor,
+                oldest_first=True,
+            )
+            for run in page:
+                cursor = run.run_id
+                yield run
+            if len(page) < limit:
+                return

@@ -66,11 +66,18 @@ class RunLedger:
         statuses: Sequence[RunStatus] | None = None,
         limit: int = 100,
         before_run_id: str | None = None,
+        after_run_id: str | None = None,
+        oldest_first: bool = False,
     ) -> list[ActionRun]:
-        """Newest first; ``tenant_id=None`` only for housekeeping and recovery."""
+        """Newest first (or oldest first); ``tenant_id=None`` only for housekeeping and recovery."""
         async with self._store.unit() as unit:
             return await unit.runs.list(
-                tenant_id=tenant_id, statuses=statuses, limit=limit, before_run_id=before_run_id
+                tenant_id=tenant_id,
+                statuses=statuses,
+                limit=limit,
+                before_run_id=before_run_id,
+                after_run_id=after_run_id,
+                oldest_first=oldest_first,
             )
 
     async def trail(self, run_id: str) -> list[AuditEvent]:

@@ -113,8 +113,12 @@ class RunStore(Protocol):
         statuses: Sequence[RunStatus] | None = None,
         limit: int = 100,
         before_run_id: str | None = None,
+        *,
+        after_run_id: str | None = None,
+        oldest_first: bool = False,
     ) -> list[ActionRun]:
-        """Newest first; ``tenant_id=None`` only for operator tools and recovery."""
+        """Newest first (``oldest_first``: oldest first); ``before_run_id``/``after_run_id`` are
+        exclusive bounds for paging. ``tenant_id=None`` only for operator tools and recovery."""
         ...
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from signoff.core.approvals import Approvals, DecisionRequest, DecisionResult
@@ -21,6 +22,7 @@ from signoff.core.background import Background, Notifications
 from signoff.core.cancellation import Cancellation
 from signoff.core.clock import SystemClock, new_token
 from signoff.core.compiled import ActionRegistry, CompiledAction
+from signoff.core.definition import ActionDefinition
 from signoff.core.dispatch import AsyncLane
 from signoff.core.dispatcher import Dispatcher
 from signoff.core.external import CompletionResult, External
@@ -38,8 +40,17 @@ from signoff.core.repair import Repair, RepairRequest
 from signoff.core.results import ActionOutcome, ExecutionResult
 from signoff.core.retry import Sleeper
 from signoff.core.run import ActionRun, RunStatus
+from signoff.core.visibility import Reader, masked_outcome, masked_run, may_read
 
-__all__ = ["DecisionRequest", "DecisionResult", "RepairRequest", "Runtime"]
+__all__ = ["DecisionRequest", "DecisionResult", "RepairRequest", "RunPage", "Runtime"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunPage:
+    """Runs a reader may see, and where the next page starts (``None``: nothing more)."""
+
+    runs: list[ActionRun]
+    cursor: str | None
 
 
 class Runtime:
@@ -103,11 +114,13 @@ class Runtime:
     # ------------------------------------------------------- governed operations
     # Each finishes its durable steps even if the caller goes away (a client hanging up).
     async def propose(self, proposal: ActionProposal) -> ActionOutcome:
-        """Govern one proposal (``pipeline.py``); the observer hears how it was answered."""
+        """Govern one proposal (``pipeline.py``); the observer hears how it was answered, and
+        sensitive output values come back masked."""
         started = time.perf_counter()
         outcome = await self._background.shield(self._pipeline.propose(proposal))
         self._observer.call_finished(call_report(proposal, outcome, time.perf_counter() - started))
-        return outcome
+        action = self._registry.resolve(proposal.action_id)
+        return masked_outcome(outcome, action.definition if action is not None else None)
 
     async def decide(self, run_id: str, tenant_id: str, request: DecisionRequest) -> DecisionResult:
         """Record one approver's decision; the last needed approval resumes the run."""
@@ -151,12 +164,18 @@ class Runtime:
             )
         )
 
-    async def cancel(self, run_id: str, tenant_id: str, principal: Principal) -> ActionOutcome:
+    async def cancel(
+        self, run_id: str, tenant_id: str, principal: Principal, *, reader: Reader | None = None
+    ) -> ActionOutcome:
         """Cancel before dispatch, or external work through its cancel hook. A running synchronous
-        run is never reported cancelled."""
-        return await self._background.shield(
+        run is never reported cancelled. A run ``reader`` may not see answers like a missing one."""
+        if reader is not None and await self.get_run(run_id, tenant_id, reader=reader) is None:
+            return not_found(run_id)
+        outcome = await self._background.shield(
             self._cancellation.cancel(run_id, tenant_id, principal)
         )
+        run = await self._ledger.load_in(run_id, tenant_id)
+        return self._shown(outcome, run) if run is not None else outcome
 
     async def complete(
         self,
@@ -176,23 +195,35 @@ class Runtime:
         )
 
     # ------------------------------------------------------------------- reads
-    async def get(self, run_id: str, tenant_id: str) -> ActionOutcome | None:
+    # With a ``reader`` (every surface) a read answers only what ``core.visibility`` lets that
+    # reader see, with sensitive values masked; anything else reads exactly like a missing run.
+    # Without one (operator tools, trusted in-process code) the tenant alone scopes the read.
+    async def get(
+        self, run_id: str, tenant_id: str, *, reader: Reader | None = None
+    ) -> ActionOutcome | None:
         """The run's outcome, or ``None`` when it does not exist in this tenant (never disclosed)."""
-        run = await self.get_run(run_id, tenant_id)
-        return outcome_of(run) if run is not None else None
+        run = await self.get_run(run_id, tenant_id, reader=reader)
+        return self._shown(outcome_of(run), run) if run is not None else None
 
-    async def get_run(self, run_id: str, tenant_id: str) -> ActionRun | None:
+    async def get_run(
+        self, run_id: str, tenant_id: str, *, reader: Reader | None = None
+    ) -> ActionRun | None:
         """The stored run in this tenant; an approval past its deadline reads as expired."""
         run = await self._ledger.load_in(run_id, tenant_id)
-        return await self._approvals.settled(run) if run is not None else None
+        if run is None or not self._visible(run, tenant_id, reader):
+            return None
+        run = await self._approvals.settled(run)
+        return self._masked(run) if reader is not None else run
 
-    async def wait(self, run_id: str, tenant_id: str, timeout: float) -> ActionOutcome | None:
+    async def wait(
+        self, run_id: str, tenant_id: str, timeout: float, *, reader: Reader | None = None
+    ) -> ActionOutcome | None:
         """Long-poll: return once the run changes or reaches a final state, or at ``timeout``."""
-        run = await self.get_run(run_id, tenant_id)
+        run = await self.get_run(run_id, tenant_id, reader=reader)
         if run is None or run.is_terminal or timeout <= 0:
-            return outcome_of(run) if run is not None else None
+            return self._shown(outcome_of(run), run) if run is not None else None
         await self._ledger.wait_for_change(run_id, run.version, timeout)
-        return await self.get(run_id, tenant_id)
+        return await self.get(run_id, tenant_id, reader=reader)
 
     async def list_runs(
         self,
@@ -201,11 +232,67 @@ class Runtime:
         statuses: Sequence[RunStatus] | None = None,
         limit: int = 100,
         before_run_id: str | None = None,
+        after_run_id: str | None = None,
+        oldest_first: bool = False,
     ) -> list[ActionRun]:
-        """The tenant's stored runs, newest first (one page; ``before_run_id`` continues)."""
+        """One page of the tenant's stored runs, unscoped (operator tools): newest first, or
+        ``oldest_first``; ``before_run_id``/``after_run_id`` continue."""
         return await self._ledger.runs(
-            tenant_id=tenant_id, statuses=statuses, limit=limit, before_run_id=before_run_id
+            tenant_id=tenant_id,
+            statuses=statuses,
+            limit=limit,
+            before_run_id=before_run_id,
+            after_run_id=after_run_id,
+            oldest_first=oldest_first,
         )
+
+    async def page_runs(
+        self,
+        tenant_id: str,
+        reader: Reader,
+        *,
+        statuses: Sequence[RunStatus] | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+        oldest_first: bool = False,
+        scan_pages: int = 10,
+    ) -> RunPage:
+        """Up to ``limit`` runs ``reader`` may see (masked), scanning at most ``scan_pages`` store
+        pages; ``RunPage.cursor`` continues after the last run scanned (``None``: no more)."""
+        found: list[ActionRun] = []
+        for _ in range(scan_pages):
+            batch = await self.list_runs(
+                tenant_id,
+                statuses=statuses,
+                limit=limit,
+                before_run_id=None if oldest_first else cursor,
+                after_run_id=cursor if oldest_first else None,
+                oldest_first=oldest_first,
+            )
+            for run in batch:
+                cursor = run.run_id
+                if self._visible(run, tenant_id, reader):
+                    found.append(self._masked(run))
+                    if len(found) >= limit:
+                        return RunPage(found, cursor)
+            if len(batch) < limit:
+                return RunPage(found, None)
+        return RunPage(found, cursor)
+
+    def _visible(self, run: ActionRun, tenant_id: str, reader: Reader | None) -> bool:
+        if run.tenant_id != tenant_id:
+            return False
+        return reader is None or may_read(run, reader, self._definition(run))
+
+    def _definition(self, run: ActionRun) -> ActionDefinition | None:
+        action = self._registry.resolve(run.action_id)
+        return action.definition if action is not None else None
+
+    def _masked(self, run: ActionRun) -> ActionRun:
+        return masked_run(run, self._definition(run))
+
+    def _shown(self, outcome: ActionOutcome, run: ActionRun) -> ActionOutcome:
+        return masked_outcome(outcome, self._definition(run))
 
     async def audit_trail(self, run_id: str, tenant_id: str) -> list[AuditEvent]:
         """The run's audit events in order; none when it does not exist in this tenant (every

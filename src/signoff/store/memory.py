@@ -111,6 +111,9 @@ class InMemoryRunStore:
         statuses: Sequence[RunStatus] | None = None,
         limit: int = 100,
         before_run_id: str | None = None,
+        *,
+        after_run_id: str | None = None,
+        oldest_first: bool = False,
     ) -> list[ActionRun]:
         with self._lock:
             runs = list(self._runs.values())
@@ -121,9 +124,10 @@ class InMemoryRunStore:
             if (tenant_id is None or r.tenant_id == tenant_id)
             and (wanted is None or r.status in wanted)
             and (before_run_id is None or r.run_id < before_run_id)
+            and (after_run_id is None or r.run_id > after_run_id)
         ]
-        selected.sort(key=lambda r: r.run_id, reverse=True)
-        return selected[:limit]
+        selected.sort(key=lambda r: r.run_id, reverse=not oldest_first)
+        return selected[: max(limit, 0)]
 
 
 class InMemoryDuplicateStore:

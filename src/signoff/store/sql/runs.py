@@ -74,8 +74,12 @@ class SqlRunStore:
         statuses: Sequence[RunStatus] | None = None,
         limit: int = 100,
         before_run_id: str | None = None,
+        *,
+        after_run_id: str | None = None,
+        oldest_first: bool = False,
     ) -> list[ActionRun]:
-        """Newest first (run ids are time-ordered UUIDv7)."""
+        """Newest first, or oldest first (run ids are time-ordered UUIDv7); ``before_run_id`` and
+        ``after_run_id`` are exclusive bounds."""
         if limit <= 0:
             return []
         query = sa.select(runs.c.run_id, runs.c.data)
@@ -87,16 +91,24 @@ class SqlRunStore:
             query = query.where(runs.c.status == wanted[0])
         elif wanted:
             query = query.where(runs.c.status.in_(wanted))
+        if before_run_id is not None:
+            query = query.where(runs.c.run_id < before_run_id)
+        if after_run_id is not None:
+            query = query.where(runs.c.run_id > after_run_id)
+        order = runs.c.run_id.asc() if oldest_first else runs.c.run_id.desc()
         found: list[ActionRun] = []
-        cursor = before_run_id
+        cursor: str | None = None
         # An undecodable row is skipped, and the page is refilled past it: callers page with
         # "fewer than ``limit`` means the end", so a skipped row must not end the listing.
         while len(found) < limit:
             missing = limit - len(found)
-            page = query if cursor is None else query.where(runs.c.run_id < cursor)
-            rows = await self._unit.read(
-                page.order_by(runs.c.run_id.desc()).limit(missing), None, _all_rows
-            )
+            if cursor is None:
+                page = query
+            elif oldest_first:
+                page = query.where(runs.c.run_id > cursor)
+            else:
+                page = query.where(runs.c.run_id < cursor)
+            rows = await self._unit.read(page.order_by(order).limit(missing), None, _all_rows)
             for row in rows:
                 run = self._decode(row["run_id"], row["data"])
                 if run is not None and (tenant_id is None or run.tenant_id == tenant_id):

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from signoff.core.identity import Principal
 from signoff.core.input_limits import is_plain_text
+from signoff.core.visibility import Reader, ReaderKind
 
 
 class IdentityError(ValueError):
@@ -29,6 +30,10 @@ class Caller:
 
     principal: Principal
     tenant_id: str
+
+    def reader(self, kind: ReaderKind = ReaderKind.AGENT) -> Reader:
+        """This caller as a reader of runs (``core.visibility``): an agent unless told."""
+        return Reader(self.principal, self.tenant_id, kind)
 
 
 Identify = Callable[[ServerRequestContext[Any, Any]], Caller | None]

@@ -37,7 +37,7 @@ class RunQueries:
         """The run's outcome, or ``None``: an id no run can have is not looked up at all."""
         if not _plausible(run_id):
             return None
-        return await self.runtime.get(run_id, caller.tenant_id)
+        return await self.runtime.get(run_id, caller.tenant_id, reader=caller.reader())
 
     async def get(self, caller: Caller, run_id: str, wait_seconds: float = 0) -> ActionOutcome:
         """The run's outcome; with ``wait_seconds`` it first waits (woken by the change itself)."""
@@ -45,51 +45,63 @@ class RunQueries:
             return Runtime.not_found(safe_text(run_id, 64))
         wait = min(max(wait_seconds, 0.0), float(MAX_WAIT_SECONDS))
         waited, outcome = False, None
+        reader = caller.reader()
         if wait > 0 and self.draining is None:
-            waited, outcome = True, await self.runtime.wait(run_id, caller.tenant_id, wait)
+            waited, outcome = (
+                True,
+                await self.runtime.wait(run_id, caller.tenant_id, wait, reader=reader),
+            )
         elif wait > 0 and self.draining is not None and not self.draining.started:
             waited, outcome = await self.draining.unless_draining(
-                self.runtime.wait(run_id, caller.tenant_id, wait)
+                self.runtime.wait(run_id, caller.tenant_id, wait, reader=reader)
             )
         if not waited:
-            outcome = await self.runtime.get(run_id, caller.tenant_id)
+            outcome = await self.runtime.get(run_id, caller.tenant_id, reader=reader)
         return outcome if outcome is not None else Runtime.not_found(run_id)
 
     async def cancel(self, caller: Caller, run_id: str) -> ActionOutcome:
         if not _plausible(run_id):
             return Runtime.not_found(safe_text(run_id, 64))
-        return await self.runtime.cancel(run_id, caller.tenant_id, caller.principal)
+        return await self.runtime.cancel(
+            run_id, caller.tenant_id, caller.principal, reader=caller.reader()
+        )
 
     async def list(
         self, caller: Caller, *, status: str | None, limit: int, before: str | None
     ) -> RunList:
-        """Newest first. With ``status``, pages through the store until ``limit`` runs match."""
+        """Newest first, only runs the caller may read (``core.visibility``). With ``status``,
+        pages through the store until ``limit`` runs match."""
         wanted = ExecutionStatus(status) if status is not None else None
         statuses = sorted(stored_statuses_for(wanted)) if wanted is not None else None
         found: list[ActionOutcome] = []
         cursor = before if before is None or _plausible(before) else ""
         exhausted = False
         for _ in range(_MAX_PAGES):
-            page = await self.runtime.list_runs(
-                caller.tenant_id, statuses=statuses, limit=limit, before_run_id=cursor
+            page = await self.runtime.page_runs(
+                caller.tenant_id,
+                caller.reader(),
+                statuses=statuses,
+                limit=limit,
+                cursor=cursor,
             )
-            for run in page:
+            for run in page.runs:
                 cursor = run.run_id
                 outcome = await self._current(run, caller)
                 if outcome is not None and (wanted is None or outcome.status is wanted):
                     found.append(outcome)
                     if len(found) == limit:
                         break
-            if len(page) < limit:
+            if len(found) == limit:
+                break
+            if page.cursor is None:
                 exhausted = True
                 break
-            if len(found) == limit or wanted is None:
-                break
+            cursor = page.cursor
         return RunList(runs=found, next_before=None if exhausted else cursor)
 
     async def _current(self, run: ActionRun, caller: Caller) -> ActionOutcome | None:
         if is_overdue(run, self.runtime.now()):
             # Through the runtime, so an approval past its deadline reads as expired. A run
             # that is not overdue reads as listed: no second read per waiting run.
-            return await self.runtime.get(run.run_id, caller.tenant_id)
+            return await self.runtime.get(run.run_id, caller.tenant_id, reader=caller.reader())
         return outcome_of(run)

@@ -24,6 +24,7 @@ from signoff.core.identity import Channel
 from signoff.core.limits import usage_record
 from signoff.core.run import MAX_REASON_CHARS, ApprovalVote
 from signoff.core.runtime import RepairRequest, Runtime
+from signoff.core.visibility import ReaderKind
 from signoff.surfaces.scopes import ScopeRefusal
 from signoff.surfaces.web.auth import Authenticator, Verified
 from signoff.surfaces.web.http import (
@@ -35,7 +36,7 @@ from signoff.surfaces.web.http import (
     too_large,
     unauthenticated,
 )
-from signoff.surfaces.web.views import describe, pending_for, run_json
+from signoff.surfaces.web.views import describe, pending_page, run_json
 
 MAX_LIST = 500
 
@@ -97,10 +98,16 @@ class ApprovalsApi:
             limit = min(max(int(request.query_params.get("limit", "100")), 1), MAX_LIST)
         except ValueError:
             return answer(Code.INPUT_VALIDATION_FAILED, "limit must be an integer.")
+        after = request.query_params.get("after") or None
+        if after is not None and (len(after) > 64 or not after.isprintable()):
+            return answer(Code.INPUT_VALIDATION_FAILED, "after must be a run id.")
         caller = verified.caller
-        runs = await pending_for(self.runtime, caller.tenant_id, caller, limit)
+        page = await pending_page(self.runtime, caller.tenant_id, caller, limit, after)
         return JSONResponse(
-            {"approvals": [run_json(self.runtime, run, caller) for run in runs]},
+            {
+                "approvals": [run_json(self.runtime, run, caller) for run in page.runs],
+                "next_after": page.next_after,
+            },
             headers={"Cache-Control": "no-store"},
         )
 
@@ -109,7 +116,11 @@ class ApprovalsApi:
         if not isinstance(verified, Verified):
             return _refused(verified)
         caller = verified.caller
-        run = await self.runtime.get_run(request.path_params["run_id"], caller.tenant_id)
+        run = await self.runtime.get_run(
+            request.path_params["run_id"],
+            caller.tenant_id,
+            reader=caller.reader(ReaderKind.APPROVER),
+        )
         if run is None:
             return not_found()
         return JSONResponse(

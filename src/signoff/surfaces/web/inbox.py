@@ -22,6 +22,7 @@ from signoff.core.codes import Code
 from signoff.core.identity import Channel
 from signoff.core.run import MAX_REASON_CHARS, ActionRun, ApprovalVote, RunStatus
 from signoff.core.runtime import Runtime
+from signoff.core.visibility import ReaderKind
 from signoff.surfaces.scopes import ScopeRefusal
 from signoff.surfaces.web.auth import Authenticator
 from signoff.surfaces.web.http import STATUS_OF, read_form
@@ -34,7 +35,7 @@ from signoff.surfaces.web.views import (
     describe,
     input_fields,
     may_decide,
-    pending_for,
+    pending_page,
     preview_fields,
     relative,
     row_matches,
@@ -43,6 +44,7 @@ from signoff.surfaces.web.views import (
 
 PREFIX = "/approvals"
 SIGN_IN = PREFIX + "/sign-in"
+INBOX_PAGE = 100
 _CSS = (Path(__file__).parent / "static" / "inbox.css").read_text(encoding="utf-8")
 _SECURITY_HEADERS = {
     "Content-Security-Policy": (
@@ -160,10 +162,16 @@ class Inbox:
         if session is None or session.caller is None:
             return _to_sign_in(PREFIX)
         now = self.runtime.now()
-        runs = await pending_for(self.runtime, session.caller.tenant_id, session.caller)
-        rows = [self._row(run, now, session) for run in runs]
+        after = request.query_params.get("after") or None
+        if after is not None and (len(after) > 64 or not after.isprintable()):
+            after = None
+        page = await pending_page(
+            self.runtime, session.caller.tenant_id, session.caller, INBOX_PAGE, after
+        )
+        rows = [self._row(run, now, session) for run in page.runs]
         action = request.query_params.get("action", "")[:255]
         query = request.query_params.get("q", "").strip()[:100]
+        next_url = f"{PREFIX}?after={quote(page.next_after, safe='')}" if page.next_after else None
         return self.render(
             request,
             "inbox.html",
@@ -173,6 +181,8 @@ class Inbox:
             actions=sorted({row["action"] for row in rows}),
             chosen_action=action,
             query=query,
+            next_url=next_url,
+            paged=after is not None,
         )
 
     async def detail(self, request: Request) -> Response:
@@ -180,7 +190,9 @@ class Inbox:
         run_id = request.path_params["run_id"]
         if session is None or session.caller is None:
             return _to_sign_in(f"{PREFIX}/runs/{quote(run_id, safe='')}")
-        run = await self.runtime.get_run(run_id, session.caller.tenant_id)
+        run = await self.runtime.get_run(
+            run_id, session.caller.tenant_id, reader=session.caller.reader(ReaderKind.APPROVER)
+        )
         if run is None:
             return self.not_found(request, session)
         # The banner comes from the stored decision, never from the URL: ``?decided=1`` only

@@ -141,21 +141,36 @@ def is_candidate(run: ActionRun, caller: Caller) -> bool:
     return approver_refusal(run, caller.principal) in (None, Code.APPROVAL_ALREADY_DECIDED)
 
 
-async def pending_for(
-    runtime: Runtime, tenant_id: str, caller: Caller | None = None, limit: int = 100
-) -> list[ActionRun]:
-    """Waiting runs of the tenant, newest first: with ``caller``, only those it could decide.
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """One page of waiting runs, oldest first; ``next_after`` continues (``None``: no more)."""
+
+    runs: list[ActionRun]
+    next_after: str | None
+
+
+async def pending_page(
+    runtime: Runtime,
+    tenant_id: str,
+    caller: Caller | None = None,
+    limit: int = 100,
+    after: str | None = None,
+) -> Pending:
+    """Waiting runs of the tenant, **oldest first** (a flood of new requests never hides an older
+    one): with ``caller``, only those it could decide. Scans at most ``_MAX_PAGES`` store pages
+    per call; ``next_after`` resumes where it stopped.
 
     Overdue ones are left out (the sweeper or the next read expires them)."""
     now = runtime.now()
     found: list[ActionRun] = []
-    cursor: str | None = None
+    cursor = after
     for _ in range(_MAX_PAGES):
         page = await runtime.list_runs(
             tenant_id,
             statuses=[RunStatus.WAITING_APPROVAL],
             limit=_PAGE,
-            before_run_id=cursor,
+            after_run_id=cursor,
+            oldest_first=True,
         )
         for run in page:
             cursor = run.run_id
@@ -165,10 +180,17 @@ async def pending_for(
                 continue
             found.append(run)
             if len(found) >= limit:
-                return found
+                return Pending(found, cursor)
         if len(page) < _PAGE:
-            break
-    return found
+            return Pending(found, None)
+    return Pending(found, cursor)
+
+
+async def pending_for(
+    runtime: Runtime, tenant_id: str, caller: Caller | None = None, limit: int = 100
+) -> list[ActionRun]:
+    """The first page of ``pending_page``."""
+    return (await pending_page(runtime, tenant_id, caller, limit)).runs
 
 
 def run_json(runtime: Runtime, run: ActionRun, caller: Caller | None) -> dict[str, Any]:
@@ -336,6 +358,7 @@ __all__ = [
     "MASK",
     "ActionFacts",
     "Field",
+    "Pending",
     "action_facts",
     "amendable_fields",
     "approval_reason",
@@ -347,6 +370,7 @@ __all__ = [
     "may_decide",
     "now",
     "pending_for",
+    "pending_page",
     "preview_fields",
     "relative",
     "row_matches",

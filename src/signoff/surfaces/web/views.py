@@ -15,15 +15,21 @@ from typing import Any
 from signoff.core.approval_digest import short_digest
 from signoff.core.approvals import approver_refusal, is_overdue
 from signoff.core.codes import CODE_DESCRIPTIONS, Code
-from signoff.core.definition import DEFAULT_APPROVAL_WHEN, default_approval_rule
+from signoff.core.definition import DEFAULT_APPROVAL_WHEN, ActionDefinition, default_approval_rule
 from signoff.core.input_limits import is_plain_text
 from signoff.core.outcomes import outcome_of
 from signoff.core.run import ActionRun, RunStatus
 from signoff.core.runtime import Runtime
+from signoff.core.visibility import (
+    MASK,
+    mask_document,
+    masked_outcome,
+    masked_run,
+    sensitive_paths,
+)
 from signoff.surfaces.mcp.identity import Caller
 from signoff.surfaces.web.display import shown
 
-MASK = "••••••"
 _PAGE = 200
 _MAX_PAGES = 10
 
@@ -45,26 +51,25 @@ def visible(text: str) -> tuple[str, bool]:
     return "".join(char if is_plain_text(char) else f"⟨U+{ord(char):04X}⟩" for char in text), True
 
 
-def _sensitive(runtime: Runtime, run: ActionRun) -> frozenset[str]:
+def _definition(runtime: Runtime, run: ActionRun) -> ActionDefinition | None:
     action = runtime.action(run.action_id)
-    return frozenset(action.definition.sensitive_fields) if action is not None else frozenset()
+    return action.definition if action is not None else None
 
 
 def masked_input(runtime: Runtime, run: ActionRun) -> dict[str, Any]:
-    """The run's input with the fields its action marks sensitive replaced by a mask."""
-    sensitive = _sensitive(runtime, run)
-    return {key: (MASK if key in sensitive else value) for key, value in run.input.items()}
+    """The run's input with the values its action marks sensitive replaced by a mask."""
+    return dict(masked_run(run, _definition(runtime, run)).input)
 
 
 def input_fields(runtime: Runtime, run: ActionRun) -> list[Field]:
-    """The input as approvers read it: sensitive fields masked, the rest formatted as declared."""
-    sensitive = _sensitive(runtime, run)
+    """The input as approvers read it: sensitive values masked, the rest formatted as declared."""
+    masked = masked_input(runtime, run)
     action = runtime.action(run.action_id)
     display = action.definition.display if action is not None else {}
     fields: list[Field] = []
-    for key, value in run.input.items():
+    for key, value in masked.items():
         name, odd_name = visible(key)
-        if key in sensitive:
+        if value == MASK:
             fields.append(Field(name=name, value=MASK, masked=True, hidden_characters=odd_name))
             continue
         text, odd_value = visible(shown(value, display.get(key)))
@@ -199,6 +204,7 @@ def run_json(runtime: Runtime, run: ActionRun, caller: Caller | None) -> dict[st
     ``may_decide`` (a display hint for ``caller``) is left out when there is no caller."""
     action = runtime.action(run.action_id)
     definition = action.definition if action is not None else None
+    secret_input = sensitive_paths(definition)["input"]
     state = run.approval
     approval: dict[str, Any] | None = None
     if state is not None:
@@ -240,15 +246,17 @@ def run_json(runtime: Runtime, run: ActionRun, caller: Caller | None) -> dict[st
         "created_at": _iso(run.created_at),
         "updated_at": _iso(run.updated_at),
         "approval": approval,
-        "outcome": outcome_of(run).model_dump(mode="json"),
+        "outcome": masked_outcome(outcome_of(run), definition).model_dump(mode="json"),
         "amendable": list(definition.approval.amend) if definition is not None else [],
-        "approved_input": run.approved_input,
+        "approved_input": mask_document(run.approved_input, secret_input)
+        if run.approved_input is not None
+        else None,
         "amendments": [
             {
                 "approver_id": a.approver_id,
                 "at": _iso(a.at),
-                "changes": a.changes,
-                "previous": a.previous,
+                "changes": mask_document(a.changes, secret_input),
+                "previous": mask_document(a.previous, secret_input),
             }
             for a in run.amendments
         ],

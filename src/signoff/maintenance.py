@@ -39,6 +39,7 @@ log = logging.getLogger("signoff.maintenance")
 class TickReport:
     expired: int = 0
     orphaned: int = 0
+    dispatched: int = 0
     recovered: int = 0
     purged: int = 0
     checkpoints: int = 0
@@ -78,6 +79,7 @@ class Maintenance:
         steps: list[tuple[str, Callable[[], Any]]] = [
             ("heartbeat", self.runtime.heartbeat),
             ("expire_overdue", self.runtime.expire_overdue),
+            ("dispatch_approved", self.runtime.dispatch_approved),
             ("sweep_external", self.runtime.sweep_external),
             ("recover_running", self._recover),
             ("purge_duplicates", self._purge),
@@ -92,6 +94,8 @@ class Maintenance:
                 continue
             if name == "expire_overdue":
                 report.expired = count
+            elif name == "dispatch_approved":
+                report.dispatched = count
             elif name == "sweep_external":
                 report.orphaned = count
             elif name == "recover_running":

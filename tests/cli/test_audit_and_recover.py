@@ -98,6 +98,7 @@ def test_recover_on_a_clean_database_reports_nothing_to_do(tmp_path: Path) -> No
         "expired": 0,
         "orphaned": 0,
         "redispatched": [],
+        "handed_over": [],
         "interrupted": [],
         "skipped_live": 0,
     }

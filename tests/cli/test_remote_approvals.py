@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-import sys
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -15,110 +11,16 @@ from typer.testing import CliRunner
 
 from signoff import Code
 from signoff.cli import app
-from signoff.surfaces.mcp.auth import issue_token
-from signoff.surfaces.scopes import DEFAULT_APPROVE, DEFAULT_PROPOSE
-from tests.surfaces.support import DEADLINE, free_socket, http_client
-
-ROOT = Path(__file__).resolve().parents[2]
-SIGNOFF = str(Path(sys.executable).parent / "signoff")
-SECRET = "a-test-secret-that-is-long-enough-for-hs256"
-MANIFEST = """\
-apiVersion: signoff/v1
-kind: Action
-metadata: {id: pay.send, title: Send a payment, description: Pay someone.}
-spec:
-  effect: financial
-  risk: high
-  input:
-    type: object
-    properties: {to: {type: string}, amount: {type: number}}
-    required: [to, amount]
-    additionalProperties: false
-  idempotency: {key: required, scope: principal}
-  policy: {roles: [payer]}
-  approval:
-    when: "true"
-    approvers: {roles: [payer-lead], count: 1}
-    expires_after: 1h
-  executor: {mode: sync, python: "tests.cli.pid_hooks:send"}
-"""
+from tests.cli.server_support import AGENT, LEAD, Server, cli, serving
+from tests.surfaces.support import http_client
 
 pytestmark = pytest.mark.slow
 
 
-@dataclass
-class Server:
-    url: str
-    pid: int
-    tmp: Path
-
-    def env(self, **extra: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SIGNOFF_")}
-        env.update(extra)
-        return env
-
-
-def _token(sub: str, roles: list[str], scope: str) -> str:
-    return issue_token(SECRET, sub, "acme", roles, scopes=[scope])
-
-
-AGENT = _token("agent-1", ["payer", "payer-lead"], DEFAULT_PROPOSE)
-LEAD = _token("lead-1", ["payer-lead"], DEFAULT_APPROVE)
-
-
 @pytest.fixture
 async def server(tmp_path: Path) -> AsyncIterator[Server]:
-    manifests = tmp_path / "manifests"
-    manifests.mkdir()
-    (manifests / "pay.yaml").write_text(MANIFEST)
-    sock = free_socket()
-    port = sock.getsockname()[1]
-    sock.close()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SIGNOFF_")}
-    env.update(SIGNOFF_JWT_SECRET=SECRET, PYTHONPATH=str(ROOT))
-    process = await asyncio.create_subprocess_exec(
-        SIGNOFF,
-        "serve",
-        "--transport",
-        "http",
-        "--port",
-        str(port),
-        "--database",
-        f"sqlite+aiosqlite:///{tmp_path / 'signoff.db'}",
-        "--manifests",
-        str(manifests),
-        "--no-reload",
-        cwd=tmp_path,
-        env=env,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    assert process.stderr is not None
-    try:
-        lines: list[str] = []
-        while not any("Uvicorn running" in line for line in lines):
-            line = await asyncio.wait_for(process.stderr.readline(), DEADLINE)
-            assert line, "the server exited early:\n" + "".join(lines)
-            lines.append(line.decode())
-        yield Server(f"http://127.0.0.1:{port}", process.pid, tmp_path)
-    finally:
-        process.terminate()
-        await asyncio.wait_for(process.wait(), DEADLINE)
-
-
-async def cli(server: Server, *args: str, **env: str) -> tuple[int, str, str, int]:
-    """Run ``signoff`` as its own process: exit status, stdout, stderr and its pid."""
-    process = await asyncio.create_subprocess_exec(
-        SIGNOFF,
-        *args,
-        cwd=server.tmp,
-        env=server.env(**env),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(process.communicate(), DEADLINE * 3)
-    assert process.returncode is not None
-    return process.returncode, out.decode(), err.decode(), process.pid
+    async with serving(tmp_path) as served:
+        yield served
 
 
 async def propose(server: Server) -> str:

@@ -51,7 +51,7 @@ MACHINERY = {
     "expire",
 }
 # Housekeeping chores that use such words but only run the governed transitions themselves.
-CHORES = {"expire_overdue"}
+CHORES = {"expire_overdue", "dispatch_approved"}
 
 
 def public_names(cls: type) -> set[str]:
@@ -100,6 +100,7 @@ def test_every_public_name_of_the_runtime_is_a_governed_operation_a_read_or_a_ch
         "recover",
         "recover_running",
         "expire_overdue",
+        "dispatch_approved",
         "sweep_external",
         "purge_duplicates",
         "heartbeat",

@@ -153,7 +153,11 @@ def test_cli_approval_executes_the_run_and_refusals_exit_non_zero_with_the_code(
         "customer confirmed",
     )
     assert approved.exit_code == 0, approved.output
-    assert f"[{Code.SUCCEEDED}]" in approved.stdout
+    # Decisions are data: the CLI records the approval and runs nothing itself ...
+    assert f"[{Code.APPROVAL_AWAITING_DISPATCH}]" in approved.stdout
+    assert demo.invoice_status("INV-1002") == "open"
+    # ... and a serving process's housekeeping dispatches it through the same stages.
+    assert with_application(demo.database, lambda app: app.runtime.dispatch_approved()) == 1
     assert demo.invoice_status("INV-1002") == "cancelled"
 
     again = demo.cli(
@@ -176,8 +180,10 @@ def test_cli_approval_executes_the_run_and_refusals_exit_non_zero_with_the_code(
         cli, ["runs", "show", demo.cancel_run, "--database", demo.database, "--json"]
     )
     events = json.loads(audit.stdout)["audit"]
-    decided = next(e for e in events if e["kind"] == "approved_dispatching")
-    assert decided["actor"] == "lead-1" and decided["data"]["via"] == getpass.getuser()
+    recorded = next(e for e in events if e["kind"] == "approved_awaiting_dispatch")
+    assert recorded["actor"] == "lead-1" and recorded["data"]["via"] == getpass.getuser()
+    dispatched = next(e for e in events if e["kind"] == "approved_dispatching")
+    assert dispatched["actor"] == "lead-1"
 
 
 def test_a_run_of_another_tenant_is_not_found_for_the_cli(demo: Demo) -> None:
@@ -240,9 +246,7 @@ def test_the_api_and_the_cli_share_one_database(demo: Demo) -> None:
     assert late.exit_code == 1 and f"[{Code.APPROVAL_NOT_PENDING}]" in late.stderr
 
 
-def test_a_cli_approval_of_background_work_finishes_it_before_the_command_exits(
-    demo: Demo,
-) -> None:
+def test_a_cli_approval_of_background_work_is_run_by_the_serving_process(demo: Demo) -> None:
     approved = demo.cli(
         "approvals",
         "approve",
@@ -256,9 +260,16 @@ def test_a_cli_approval_of_background_work_finishes_it_before_the_command_exits(
         "--json",
     )
     assert approved.exit_code == 0, approved.output
-    assert json.loads(approved.stdout)["outcome"]["code"] == Code.ACTION_ACCEPTED
+    assert json.loads(approved.stdout)["code"] == Code.APPROVAL_AWAITING_DISPATCH
+
+    def reminders() -> list[str]:
+        with closing(sqlite3.connect(demo.invoices)) as connection:
+            sent = connection.execute("SELECT tone FROM reminders WHERE invoice_id = 'INV-1006'")
+            return [row[0] for row in sent]
+
+    assert reminders() == []
+    # The serving process picks it up (and drains its background work on close).
+    assert with_application(demo.database, lambda app: app.runtime.dispatch_approved()) == 1
     shown = demo.cli("approvals", "show", demo.reminder_run, "--tenant", "acme", "--json")
     assert json.loads(shown.stdout)["outcome"]["code"] == Code.SUCCEEDED
-    with closing(sqlite3.connect(demo.invoices)) as connection:
-        sent = connection.execute("SELECT tone FROM reminders WHERE invoice_id = 'INV-1006'")
-        assert [row[0] for row in sent] == ["firm"]
+    assert reminders() == ["firm"]

@@ -6,13 +6,14 @@ from __future__ import annotations
 import re
 import time
 from datetime import timedelta
+from typing import Any
 
 from signoff import Principal, RunStatus
 from tests.web.support import Site, bearer, hidden, token
 
 FLOOD = 1500
 FLOODER = Principal(id="agent-flood", roles=("billing",))
-LEAD = {"sub": "lead-1", "roles": ("billing-lead",)}
+LEAD: dict[str, Any] = {"sub": "lead-1", "roles": ("billing-lead",)}
 # Bounded in time: a generous ceiling on the machine's worst day, not a speed target.
 CEILING_SECONDS = 240.0
 

@@ -308,6 +308,8 @@ def register(app: typer.Typer) -> None:
                 reason=reason,
                 channel=Channel.CLI,
                 via=_operator(),
+                # Decisions are data: a serving process dispatches an approved run.
+                dispatch=False,
             )
 
             async def work(application: Application) -> DecisionResult:

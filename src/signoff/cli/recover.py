@@ -35,19 +35,23 @@ def recover(
 ) -> None:
     """Reconcile what a crash left behind (also done at every server start).
 
-    Expires overdue approvals, applies orphan policies, and settles RUNNING runs whose holder
-    died: work that is safe to repeat is re-dispatched with the same operation id, the rest
-    becomes FAILED / ACTION_INTERRUPTED / MANUAL_REVIEW. A live instance's work is never touched.
+    Expires overdue approvals and settles RUNNING runs whose holder died: work that is safe to
+    repeat is handed to the next serving process (which re-dispatches it with the same operation
+    id; nothing runs in this process), the rest becomes FAILED / ACTION_INTERRUPTED /
+    MANUAL_REVIEW. Orphaned external work is left to a server too. A live instance's work is
+    never touched.
     """
 
     async def work(application: Application) -> RecoveryReport:
-        return await application.runtime.recover(instance)
+        # Reconcile only: work to re-run is released to a serving process, never run here.
+        return await application.runtime.recover(instance, redispatch=False)
 
     report = with_application(database, manifests, work)
     summary = {
         "expired": report.expired,
         "orphaned": report.orphaned,
         "redispatched": report.redispatched,
+        "handed_over": report.handed_over,
         "interrupted": report.interrupted,
         "skipped_live": report.skipped,
     }
@@ -56,8 +60,8 @@ def recover(
         return
     typer.echo(
         f"expired {report.expired}, orphaned {report.orphaned}, "
-        f"re-dispatched {len(report.redispatched)}, interrupted {len(report.interrupted)}, "
-        f"left to live instances {report.skipped}"
+        f"handed to a serving process {len(report.handed_over)}, "
+        f"interrupted {len(report.interrupted)}, left to live instances {report.skipped}"
     )
     for run_id in report.interrupted:
         typer.echo(f"  needs review: {run_id}")

@@ -50,6 +50,9 @@ class DecisionRequest:
     expected_version: int | None = None
     # Approve with these input fields changed (only those ``approval.amend`` lists).
     amendments: Mapping[str, Any] | None = None
+    # False: the decision is only recorded; a serving process dispatches an approved run
+    # (``dispatch_approved``). Surfaces without an executing process (the CLI) use it.
+    dispatch: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,18 +64,26 @@ class DecisionResult:
     accepted: bool
 
 
-def approver_refusal(run: ActionRun, approver: Principal) -> Code | None:
+def approver_refusal(
+    run: ActionRun, approver: Principal, *, operator: str | None = None
+) -> Code | None:
     """Why ``approver`` may not decide this pending run, or ``None`` if they may.
 
     The one statement of the rule: an approver holds a role the approval names, is never the
-    proposer, and decides once. Surfaces use it only to decide what to show.
+    proposer, and decides once; an approved run awaiting dispatch takes no more decisions; and
+    one ``operator`` (the OS user behind a CLI decision) casts at most one vote per run, whatever
+    names it gives. Surfaces use it only to decide what to show.
     """
     state = run.approval
-    if state is None:
+    if state is None or state.approved_at is not None:
         return Code.APPROVAL_NOT_PENDING
     if approver.id == run.principal.id or not approver.has_any_role(state.approver_roles):
         return Code.APPROVER_NOT_ELIGIBLE
     if state.decided_by(approver.id) is not None:
+        return Code.APPROVAL_ALREADY_DECIDED
+    if operator is not None and any(
+        d.channel is Channel.CLI and d.via == operator for d in state.decisions
+    ):
         return Code.APPROVAL_ALREADY_DECIDED
     return None
 
@@ -142,7 +153,8 @@ class Approvals:
                 return DecisionResult(Code.APPROVAL_RUN_CHANGED, outcome_of(run), accepted=False)
             state = run.approval
             approver = request.approver
-            refusal = approver_refusal(run, approver)
+            operator = request.via if request.channel is Channel.CLI else None
+            refusal = approver_refusal(run, approver, operator=operator)
             if refusal is not None:
                 return DecisionResult(refusal, outcome_of(run), accepted=False)
             now = self._clock.now()
@@ -209,6 +221,24 @@ class Approvals:
                 self._notifications.decided(run.run_id, Decision.RECORDED)
                 return DecisionResult(Code.APPROVAL_RECORDED, outcome_of(stored), accepted=True)
 
+            if not request.dispatch:
+                # Recorded as approved; the run keeps waiting until a serving process resumes
+                # it (``dispatch_approved``) through the same re-checks as any approval.
+                approved = state.model_copy(update={"approved_at": now})
+                waiting = run.advance(RunStatus.WAITING_APPROVAL, now, approval=approved)
+                stored = await self._ledger.cas(
+                    run,
+                    waiting,
+                    AuditKind.APPROVED_AWAITING_DISPATCH,
+                    actor=approver.id,
+                    data=audit,
+                )
+                if stored is None:
+                    continue
+                self._notifications.decided(run.run_id, Decision.APPROVED)
+                return DecisionResult(
+                    Code.APPROVAL_AWAITING_DISPATCH, outcome_of(stored), accepted=True
+                )
             outcome = await self._resume(run, action, state, approver.id, audit)
             if outcome is None:
                 continue
@@ -337,3 +367,32 @@ class Approvals:
                     moved += 1
             if len(page) < limit:
                 return moved
+
+    async def dispatch_approved(self, limit: int = 200) -> int:
+        """A serving process's chore: resume every run approved without dispatch (a CLI decision
+        on the database), exactly as if its last approval had arrived here — re-resolve,
+        re-validate, re-evaluate policy, guard, dispatch. The compare-and-set into RUNNING lets
+        exactly one process dispatch it. Returns how many this call resumed."""
+        resumed = 0
+        cursor: str | None = None
+        while True:
+            page = await self._ledger.runs(
+                statuses=[RunStatus.WAITING_APPROVAL],
+                limit=limit,
+                after_run_id=cursor,
+                oldest_first=True,
+            )
+            for run in page:
+                cursor = run.run_id
+                state = run.approval
+                if state is None or state.approved_at is None:
+                    continue
+                action = self._registry.resolve(run.action_id)
+                last = state.approvals()[-1].approver_id if state.approvals() else "signoff"
+                outcome = await self._background.shield(
+                    self._resume(run, action, state, last, {"via": "dispatch_approved"})
+                )
+                if outcome is not None:
+                    resumed += 1
+            if len(page) < limit:
+                return resumed

@@ -83,6 +83,7 @@ class Code(StrEnum):
     AMENDMENT_INVALID = "AMENDMENT_INVALID"
     AMENDMENT_DENIED = "AMENDMENT_DENIED"
     PREVIEW_FAILED = "PREVIEW_FAILED"
+    APPROVAL_AWAITING_DISPATCH = "APPROVAL_AWAITING_DISPATCH"
     PRE_EXECUTION_DENIED = "PRE_EXECUTION_DENIED"
     DUPLICATE_IN_PROGRESS = "DUPLICATE_IN_PROGRESS"
     IDEMPOTENCY_KEY_REQUIRED = "IDEMPOTENCY_KEY_REQUIRED"
@@ -131,6 +132,7 @@ CODE_DESCRIPTIONS: dict[Code, str] = {
     Code.AMENDMENT_INVALID: "The amended input does not validate or changes the resource; nothing was recorded.",
     Code.AMENDMENT_DENIED: "Policy refuses the amended input; nothing was recorded.",
     Code.PREVIEW_FAILED: "The preview (dry run) failed, so nobody was asked to approve; retry later.",
+    Code.APPROVAL_AWAITING_DISPATCH: "Approved; a serving signoff process will run it (CLI decision).",
     Code.PRE_EXECUTION_DENIED: "The guard refused immediately before dispatch.",
     Code.DUPLICATE_IN_PROGRESS: "A request with this idempotency key is still in progress.",
     Code.IDEMPOTENCY_KEY_REQUIRED: "The action requires an idempotency_key.",

@@ -131,6 +131,7 @@ class AuditKind(StrEnum):
     APPROVAL_REJECTED = "approval_rejected"
     APPROVAL_EXPIRED = "approval_expired"
     APPROVED_DISPATCHING = "approved_dispatching"
+    APPROVED_AWAITING_DISPATCH = "approved_awaiting_dispatch"
     RESUME_REFUSED = "resume_refused"
     LIMIT_EXCEEDED = "limit_exceeded"
     DISPATCHING = "dispatching"
@@ -146,6 +147,7 @@ class AuditKind(StrEnum):
     RECOVERED_INTERRUPTED = "recovered_interrupted"
     ATTEMPT_FAILED = "attempt_failed"
     """An in-run attempt failed and is retried with the same operation id (``retry.py``)."""
+    RECOVERY_HANDED_OVER = "recovery_handed_over"
 
 
 class Actor(StrEnum):

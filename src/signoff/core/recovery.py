@@ -47,6 +47,8 @@ class RecoveryReport:
     redispatched: list[str] = field(default_factory=list)
     interrupted: list[str] = field(default_factory=list)
     skipped: int = 0
+    # Runs safe to repeat that this process left for a serving one (``redispatch=False``).
+    handed_over: list[str] = field(default_factory=list)
 
 
 class Recovery:
@@ -85,21 +87,27 @@ class Recovery:
             await self.heartbeat()
             await asyncio.sleep(every)
 
-    async def recover(self, instance_id: str | None = None, limit: int = 10_000) -> RecoveryReport:
+    async def recover(
+        self, instance_id: str | None = None, limit: int = 10_000, *, redispatch: bool = True
+    ) -> RecoveryReport:
         """Reconcile after a crash: at every server start and by ``signoff recover``.
 
         ``instance_id`` is the operator's word that this instance is down: all of its runs count
         as abandoned. Without it, only dead holders (see the module docstring) are recovered.
+        ``redispatch=False`` (``signoff recover``, a process that serves nothing) reconciles state
+        only: a run safe to repeat is released to the next serving process's housekeeping
+        instead of being executed here, and orphaned external work (whose policy may call a
+        cancel hook) is left to it too.
         """
         await self.heartbeat()
         expired = await self._approvals.expire_overdue(limit)
-        orphaned = await self._external.sweep(limit)
-        report = await self.recover_running(instance_id, limit)
+        orphaned = await self._external.sweep(limit) if redispatch else 0
+        report = await self.recover_running(instance_id, limit, redispatch=redispatch)
         report.expired, report.orphaned = expired, orphaned
         return report
 
     async def recover_running(
-        self, instance_id: str | None = None, limit: int = 10_000
+        self, instance_id: str | None = None, limit: int = 10_000, *, redispatch: bool = True
     ) -> RecoveryReport:
         """Reconcile RUNNING runs whose holder is dead; the maintenance loop calls it too."""
         pulse = asyncio.get_running_loop().create_task(self.heartbeat_forever())
@@ -109,7 +117,7 @@ class Recovery:
             dead = await self._dead_holders(running, instance_id)
             for run in running:
                 if run.worker_id in dead:
-                    await self._recover_running(run, report)
+                    await self._recover_running(run, report, redispatch)
                 else:
                     report.skipped += 1
             return report
@@ -139,7 +147,9 @@ class Recovery:
         dead.update(h for h in undecided if h not in seen or seen[h] < cutoff)
         return dead
 
-    async def _recover_running(self, run: ActionRun, report: RecoveryReport) -> None:
+    async def _recover_running(
+        self, run: ActionRun, report: RecoveryReport, redispatch: bool = True
+    ) -> None:
         action = self._registry.resolve(run.action_id)
         never_started = run.executor_mode == ExecutorMode.ASYNC and run.dispatched_at is None
         if action is None or not (never_started or action.definition.executor_idempotent):
@@ -160,6 +170,9 @@ class Recovery:
                 run, refusal, AuditKind.RECOVERY_REFUSED, actor=Actor.RECOVERY
             )
             return
+        if not redispatch:
+            await self._hand_over(run, report)
+            return
         claimed = self._dispatcher.claim(run, self._clock.now())
         stored = await self._ledger.cas(
             run,
@@ -172,3 +185,20 @@ class Recovery:
             return
         report.redispatched.append(run.run_id)
         await self._dispatcher.execute(action, stored)
+
+    async def _hand_over(self, run: ActionRun, report: RecoveryReport) -> None:
+        """Release a dead holder's run to whichever serving process recovers next: no holder
+        reads as dead everywhere, so its housekeeping re-dispatches it (same operation id)."""
+        if run.worker_id is None:
+            report.handed_over.append(run.run_id)
+            return
+        released = run.advance(RunStatus.RUNNING, self._clock.now(), worker_id=None)
+        stored = await self._ledger.cas(
+            run,
+            released,
+            AuditKind.RECOVERY_HANDED_OVER,
+            actor=Actor.RECOVERY,
+            data={"operation_id": run.operation_id, "previous_holder": run.worker_id},
+        )
+        if stored is not None:
+            report.handed_over.append(run.run_id)

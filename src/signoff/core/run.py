@@ -134,6 +134,9 @@ class ApprovalState(BaseModel):
     reason: str | None = Field(
         default=None, description="Why approval is needed when a cumulative limit asks for it."
     )
+    approved_at: datetime | None = None
+    """Quorum reached by a decision recorded without dispatching (the CLI on the database): the
+    run waits, approved, until a serving process resumes it through the same stages."""
 
     def approvals(self) -> list[ApprovalDecision]:
         return [d for d in self.decisions if d.decision is ApprovalVote.APPROVE]
@@ -145,8 +148,9 @@ class ApprovalState(BaseModel):
         return len({d.approver_id for d in self.approvals()})
 
     def overdue(self, now: datetime) -> bool:
-        """Past its deadline: expired by the next read or the sweeper."""
-        return self.expires_at is not None and self.expires_at <= now
+        """Past its deadline: expired by the next read or the sweeper. An approval already
+        approved (awaiting a server's dispatch) was decided in time and never expires."""
+        return self.approved_at is None and self.expires_at is not None and self.expires_at <= now
 
     def rejected(self) -> bool:
         return any(d.decision is ApprovalVote.REJECT for d in self.decisions)
@@ -196,7 +200,7 @@ class RunChanges(TypedDict, total=False):
     resource: str | None
     attempt: int
     attempt_token: str
-    worker_id: str
+    worker_id: str | None
     approval: ApprovalState
     duplicate_scope: DuplicateScope | None
     duplicate_of: str

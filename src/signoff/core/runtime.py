@@ -351,10 +351,12 @@ class Runtime:
         return await self._background.shield(self._repair.redispatch(run_id, tenant_id, request))
 
     # ------------------------------------------------------- recovery, housekeeping
-    async def recover(self, instance_id: str | None = None, limit: int = 10_000) -> RecoveryReport:
+    async def recover(
+        self, instance_id: str | None = None, limit: int = 10_000, *, redispatch: bool = True
+    ) -> RecoveryReport:
         """Reconcile after a crash (``recovery.py``): at every server start and by ``signoff
         recover``; ``instance_id`` is the operator's word that that instance is down."""
-        return await self._recovery.recover(instance_id, limit)
+        return await self._recovery.recover(instance_id, limit, redispatch=redispatch)
 
     async def recover_running(self, limit: int = 10_000) -> RecoveryReport:
         """Reconcile RUNNING runs whose holder is dead (the housekeeping loop)."""
@@ -363,6 +365,10 @@ class Runtime:
     async def expire_overdue(self, limit: int = 1000) -> int:
         """Move every overdue approval to EXPIRED; returns how many moved."""
         return await self._approvals.expire_overdue(limit)
+
+    async def dispatch_approved(self, limit: int = 200) -> int:
+        """Resume runs approved without dispatch (CLI decisions) in this serving process."""
+        return await self._approvals.dispatch_approved(limit)
 
     async def sweep_external(self, limit: int = 1000) -> int:
         """Apply the orphan policy to deferred runs past their deadline; returns how many."""

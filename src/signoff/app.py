@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +14,7 @@ from signoff.core.clock import SystemClock
 from signoff.core.compiled import ActionRegistry
 from signoff.core.input_limits import InputLimits
 from signoff.core.observe import RuntimeObserver
+from signoff.core.dispatch import DEFAULT_TENANT_SHARE, AsyncLane
 from signoff.core.ports import Clock, Notifier, Store
 from signoff.core.recovery import RecoveryReport
 from signoff.core.run import ActionRun
@@ -36,6 +37,19 @@ class Settings:
     input_limits: InputLimits = field(default_factory=lambda: InputLimits.from_env(os.environ))
     # What the runtime reports governed calls to (logs, metrics, traces); ``None``: nothing.
     observer: RuntimeObserver | None = None
+    # The part of the background lane one tenant may hold (SIGNOFF_LANE_TENANT_SHARE, 0 < x <= 1).
+    lane_tenant_share: float = field(default_factory=lambda: _lane_share(os.environ))
+
+
+def _lane_share(env: Mapping[str, str]) -> float:
+    text = env.get("SIGNOFF_LANE_TENANT_SHARE") or str(DEFAULT_TENANT_SHARE)
+    try:
+        share = float(text)
+    except ValueError:
+        share = -1.0
+    if not 0 < share <= 1:
+        raise ValueError(f"SIGNOFF_LANE_TENANT_SHARE must be a number in (0, 1], got {text!r}")
+    return share
 
 
 @dataclass
@@ -159,6 +173,7 @@ def assemble(
         notifier=connected,
         input_limits=settings.input_limits,
         observer=settings.observer,
+        lane=AsyncLane(tenant_share=settings.lane_tenant_share),
     )
     if connected is not None and notifier is not None:
         connected.target = notifier(runtime)

@@ -149,8 +149,15 @@ async def test_background_work_never_claimed_is_dispatched_at_recovery() -> None
     store = InMemoryStore()
     registry = ActionRegistry([definition(provider, approval=NO_APPROVAL, mode="async")])
     lane = AsyncLane()
-    lane.try_acquire = lambda: True  # type: ignore[method-assign]
-    lane.submit = lambda work: None  # type: ignore[assignment,method-assign,return-value]
+
+    def admit(tenant_id: str = "") -> bool:
+        return True
+
+    def lose(work: object, tenant_id: str = "") -> None:
+        return None
+
+    lane.try_acquire = admit  # type: ignore[method-assign]
+    lane.submit = lose  # type: ignore[assignment,method-assign]
     first = Runtime(registry, store, instance_id="node-a", lane=lane)
     accepted = await first.propose(proposal(SMALL))  # committed RUNNING, never picked up
     report = await Runtime(registry, store, instance_id="node-a").recover()

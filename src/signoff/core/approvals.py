@@ -321,7 +321,7 @@ class Approvals:
         if stored is None:
             return None
         if action.definition.mode is ExecutorMode.ASYNC:
-            self._dispatcher.force_background()
+            self._dispatcher.force_background(run.tenant_id)
         return await self._dispatcher.dispatch(action, stored)
 
     # ------------------------------------------------------------------ expiry

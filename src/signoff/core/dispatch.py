@@ -128,17 +128,35 @@ async def run_executor(action: CompiledAction, context: ExecutionContext) -> Exe
     return normalize_result(action, value)
 
 
+DEFAULT_TENANT_SHARE = 0.5
+"""The part of the background lane (slots and running places) one tenant may hold."""
+
+
 class AsyncLane:
-    """In-process background work with bounded concurrency and a bounded backlog.
+    """In-process background work with bounded concurrency and a bounded backlog, shared fairly.
 
     ``try_acquire`` takes a slot before anything is committed so a full lane refuses cleanly;
-    ``submit`` runs the work under the concurrency limit and frees the slot when it ends.
+    ``submit`` runs the work under the concurrency limit and frees the slot when it ends. One
+    tenant holds at most ``tenant_share`` of the slots and of the running places, so a tenant that
+    floods the lane with slow work leaves room for every other tenant's work to be admitted and
+    to start.
     """
 
-    def __init__(self, max_concurrency: int = 16, max_pending: int = 1024) -> None:
+    def __init__(
+        self,
+        max_concurrency: int = 16,
+        max_pending: int = 1024,
+        tenant_share: float = DEFAULT_TENANT_SHARE,
+    ) -> None:
+        if not 0 < tenant_share <= 1:
+            raise ValueError("the lane's tenant share must be in (0, 1]")
         self._capacity = max_concurrency + max_pending
+        self._tenant_capacity = max(1, int(self._capacity * tenant_share))
+        self._tenant_running = max(1, int(max_concurrency * tenant_share))
         self._slots = 0
+        self._by_tenant: dict[str, int] = {}
         self._running = asyncio.Semaphore(max_concurrency)
+        self._tenant_sems: dict[str, asyncio.Semaphore] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._idle = asyncio.Event()
         self._idle.set()
@@ -152,32 +170,51 @@ class AsyncLane:
     def capacity(self) -> int:
         return self._capacity
 
-    def try_acquire(self) -> bool:
+    def try_acquire(self, tenant_id: str = "") -> bool:
+        """A slot for ``tenant_id``'s work, or ``False`` when the lane or its share is full."""
         if self._slots >= self._capacity:
             return False
-        self._slots += 1
-        self._idle.clear()
+        if self._by_tenant.get(tenant_id, 0) >= self._tenant_capacity:
+            return False
+        self._take(tenant_id)
         return True
 
-    def force_acquire(self) -> None:
-        """Take a slot past the backlog limit (approved work must not be refused)."""
+    def force_acquire(self, tenant_id: str = "") -> None:
+        """Take a slot past the limits (approved work must not be refused)."""
+        self._take(tenant_id)
+
+    def _take(self, tenant_id: str) -> None:
         self._slots += 1
+        self._by_tenant[tenant_id] = self._by_tenant.get(tenant_id, 0) + 1
         self._idle.clear()
 
-    def release_slot(self) -> None:
+    def release_slot(self, tenant_id: str = "") -> None:
         self._slots -= 1
+        left = self._by_tenant.get(tenant_id, 0) - 1
+        if left > 0:
+            self._by_tenant[tenant_id] = left
+        else:
+            # No slot, so no holder of its semaphore: forget the tenant (bounded memory).
+            self._by_tenant.pop(tenant_id, None)
+            self._tenant_sems.pop(tenant_id, None)
         if self._slots == 0:
             self._idle.set()
 
-    def submit(self, work: Callable[[], Coroutine[Any, Any, Any]]) -> asyncio.Task[Any]:
-        """Run ``work`` in a slot already taken with ``try_acquire``."""
+    def held_by(self, tenant_id: str) -> int:
+        return self._by_tenant.get(tenant_id, 0)
+
+    def submit(
+        self, work: Callable[[], Coroutine[Any, Any, Any]], tenant_id: str = ""
+    ) -> asyncio.Task[Any]:
+        """Run ``work`` in a slot already taken for ``tenant_id``."""
+        share = self._tenant_sems.setdefault(tenant_id, asyncio.Semaphore(self._tenant_running))
 
         async def runner() -> Any:
             try:
-                async with self._running:
+                async with share, self._running:
                     return await work()
             finally:
-                self.release_slot()
+                self.release_slot(tenant_id)
 
         task = asyncio.get_running_loop().create_task(runner())
         self._tasks.add(task)

@@ -89,17 +89,18 @@ class Dispatcher:
         return run.advance(RunStatus.RUNNING, now, dispatched_at=now, worker_id=self.worker_id)
 
     # --------------------------------------------------------------------- lane
-    def admit_background(self) -> bool:
-        """Take a lane slot for background work about to be committed; ``False``: lane full."""
-        return self._background.try_acquire()
+    def admit_background(self, tenant_id: str) -> bool:
+        """Take a lane slot for background work about to be committed; ``False``: the lane, or
+        the tenant's share of it, is full."""
+        return self._background.try_acquire(tenant_id)
 
-    def release_background(self) -> None:
+    def release_background(self, tenant_id: str) -> None:
         """Give back a slot taken with ``admit_background`` whose work was never submitted."""
-        self._background.release_slot()
+        self._background.release_slot(tenant_id)
 
-    def force_background(self) -> None:
+    def force_background(self, tenant_id: str) -> None:
         """Approved work is never refused for a full lane: it queues behind the running limit."""
-        self._background.force_acquire()
+        self._background.force_acquire(tenant_id)
 
     async def drain(self) -> None:
         if self._lane is not None:
@@ -114,7 +115,7 @@ class Dispatcher:
         """``run`` is committed RUNNING (async work holds a lane slot). Sync and deferred work
         runs now; async work is queued and answers ACCEPTED."""
         if action.definition.mode is ExecutorMode.ASYNC:
-            self._background.submit(lambda: self._claim_then_execute(action, run))
+            self._background.submit(lambda: self._claim_then_execute(action, run), run.tenant_id)
             return outcome_of(run)
         return await self.execute(action, run)
 

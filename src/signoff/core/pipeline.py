@@ -161,7 +161,7 @@ class Pipeline:
         scope = admission.duplicate_scope(action, run)
         evaluated = run
         background = action.definition.mode is ExecutorMode.ASYNC and not decision.approval_required
-        if background and not self._dispatcher.admit_background():
+        if background and not self._dispatcher.admit_background(run.tenant_id):
             return await self._refuse(
                 run,
                 events,
@@ -250,11 +250,11 @@ class Pipeline:
                 reserving.set(scoped=scope is not None, duplicate=run.is_terminal)
         except BaseException:
             if background:
-                self._dispatcher.release_background()
+                self._dispatcher.release_background(run.tenant_id)
             raise
         if run.is_terminal:  # a duplicate answered from the stored entry
             if background:
-                self._dispatcher.release_background()
+                self._dispatcher.release_background(run.tenant_id)
             return outcome_of(run)
         if run.status is RunStatus.WAITING_APPROVAL:
             if background:  # parked by a limit: its lane slot was never used

@@ -18,7 +18,7 @@ from signoff.core.dispatch import DEFAULT_TENANT_SHARE, AsyncLane
 from signoff.core.ports import Clock, Notifier, Store
 from signoff.core.recovery import RecoveryReport
 from signoff.core.run import ActionRun
-from signoff.core.runtime import Runtime
+from signoff.core.runtime import DEFAULT_PENDING_PER_PRINCIPAL, Runtime
 from signoff.maintenance import DEFAULT_EVERY, Maintenance, maintenance
 from signoff.store.factory import DEFAULT_DATABASE_URL, open_store
 
@@ -39,6 +39,17 @@ class Settings:
     observer: RuntimeObserver | None = None
     # The part of the background lane one tenant may hold (SIGNOFF_LANE_TENANT_SHARE, 0 < x <= 1).
     lane_tenant_share: float = field(default_factory=lambda: _lane_share(os.environ))
+    # How many of one principal's requests may wait for approval (SIGNOFF_PENDING_APPROVALS_PER_PRINCIPAL).
+    pending_per_principal: int = field(default_factory=lambda: _pending_cap(os.environ))
+
+
+def _pending_cap(env: Mapping[str, str]) -> int:
+    text = env.get("SIGNOFF_PENDING_APPROVALS_PER_PRINCIPAL") or str(DEFAULT_PENDING_PER_PRINCIPAL)
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(
+            f"SIGNOFF_PENDING_APPROVALS_PER_PRINCIPAL must be a whole number >= 1, got {text!r}"
+        )
+    return int(text)
 
 
 def _lane_share(env: Mapping[str, str]) -> float:
@@ -174,6 +185,7 @@ def assemble(
         input_limits=settings.input_limits,
         observer=settings.observer,
         lane=AsyncLane(tenant_share=settings.lane_tenant_share),
+        pending_per_principal=settings.pending_per_principal,
     )
     if connected is not None and notifier is not None:
         connected.target = notifier(runtime)

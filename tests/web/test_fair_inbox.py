@@ -8,11 +8,13 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from signoff import Principal, RunStatus
+from signoff import Code, Principal, RetryDisposition, RunStatus
+from signoff.core.runtime import DEFAULT_PENDING_PER_PRINCIPAL
 from tests.web.support import Site, bearer, hidden, token
 
 FLOOD = 1500
-FLOODER = Principal(id="agent-flood", roles=("billing",))
+# Each principal's share of pending approvals is 100 (the default): the flood takes fifteen.
+FLOODERS = [Principal(id=f"agent-flood-{i}", roles=("billing",)) for i in range(15)]
 LEAD: dict[str, Any] = {"sub": "lead-1", "roles": ("billing-lead",)}
 # Bounded in time: a generous ceiling on the machine's worst day, not a speed target.
 CEILING_SECONDS = 240.0
@@ -23,7 +25,7 @@ async def flood(site: Site, count: int = FLOOD) -> None:
         await site.propose(
             {"invoice_id": f"INV-{9000 + index}", "amount": 2000},
             key=f"junk-{index}",
-            principal=FLOODER,
+            principal=FLOODERS[index % len(FLOODERS)],
         )
 
 
@@ -72,3 +74,30 @@ async def test_the_sweeper_expires_another_tenants_overdue_run_behind_a_flood(si
     run = await site.runtime.get_run(overdue.run_id, "globex")
     assert run is not None and run.status is RunStatus.EXPIRED
     assert time.monotonic() - started < CEILING_SECONDS
+
+
+async def test_one_principal_is_capped_at_its_share_of_pending_approvals(site: Site) -> None:
+    flooder = FLOODERS[0]
+    for index in range(DEFAULT_PENDING_PER_PRINCIPAL):
+        answer = await site.propose(
+            {"invoice_id": f"INV-{index}", "amount": 2000}, key=f"k-{index}", principal=flooder
+        )
+        assert answer.code == Code.APPROVAL_REQUIRED
+    refused = await site.propose(
+        {"invoice_id": "INV-1", "amount": 2000}, key="one-more", principal=flooder
+    )
+    assert (refused.code, refused.retry) == (
+        Code.PENDING_APPROVALS_LIMIT,
+        RetryDisposition.AFTER_BACKOFF,
+    )
+    # Everyone else still asks; and a decided request frees a place for the flooder.
+    other = await site.propose(key="someone-else")
+    assert other.code == Code.APPROVAL_REQUIRED
+    first = await site.runtime.list_runs("acme", oldest_first=True, limit=1)
+    async with site.client(bearer(**LEAD)) as http:
+        rejected = await http.post(f"/api/runs/{first[0].run_id}/reject", json={"reason": "junk"})
+    assert rejected.status_code == 200
+    again = await site.propose(
+        {"invoice_id": "INV-1", "amount": 2000}, key="again", principal=flooder
+    )
+    assert again.code == Code.APPROVAL_REQUIRED

@@ -92,6 +92,7 @@ class Code(StrEnum):
     ACTION_ACCEPTED = "ACTION_ACCEPTED"
     ACTION_DEFERRED = "ACTION_DEFERRED"
     ACTION_LANE_FULL = "ACTION_LANE_FULL"
+    PENDING_APPROVALS_LIMIT = "PENDING_APPROVALS_LIMIT"
     ACTION_CANCELLED = "ACTION_CANCELLED"
     ACTION_CANCELLED_EXTERNAL_CANCEL_FAILED = "ACTION_CANCELLED_EXTERNAL_CANCEL_FAILED"
     ACTION_RUN_NOT_CANCELLABLE_WHILE_RUNNING = "ACTION_RUN_NOT_CANCELLABLE_WHILE_RUNNING"
@@ -141,6 +142,7 @@ CODE_DESCRIPTIONS: dict[Code, str] = {
     Code.ACTION_ACCEPTED: "Accepted; the work completes in the background.",
     Code.ACTION_DEFERRED: "Dispatched; waiting for the external system to report completion.",
     Code.ACTION_LANE_FULL: "The background lane is full; nothing was started.",
+    Code.PENDING_APPROVALS_LIMIT: "Too many of this principal's requests wait for approval; nothing was requested.",
     Code.ACTION_CANCELLED: "The run was cancelled before its side effect.",
     Code.ACTION_CANCELLED_EXTERNAL_CANCEL_FAILED: "Cancelled, but the external cancel hook failed.",
     Code.ACTION_RUN_NOT_CANCELLABLE_WHILE_RUNNING: "A running synchronous run cannot be cancelled.",

@@ -68,6 +68,7 @@ class RunLedger:
         before_run_id: str | None = None,
         after_run_id: str | None = None,
         oldest_first: bool = False,
+        principal_id: str | None = None,
     ) -> list[ActionRun]:
         """Newest first (or oldest first); ``tenant_id=None`` only for housekeeping and recovery."""
         async with self._store.unit() as unit:
@@ -78,6 +79,7 @@ class RunLedger:
                 before_run_id=before_run_id,
                 after_run_id=after_run_id,
                 oldest_first=oldest_first,
+                principal_id=principal_id,
             )
 
     async def trail(self, run_id: str) -> list[AuditEvent]:

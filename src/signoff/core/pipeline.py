@@ -51,14 +51,31 @@ class Pipeline:
         clock: Clock,
         limits: InputLimits = DEFAULT_LIMITS,
         observer: RuntimeObserver = NO_OBSERVER,
+        pending_per_principal: int | None = None,
     ) -> None:
         self._limits = limits
+        self._pending_per_principal = pending_per_principal
         self._registry = registry
         self._ledger = ledger
         self._dispatcher = dispatcher
         self._notifications = notifications
         self._clock = clock
         self._observer = observer
+
+    async def _too_many_pending(self, run: ActionRun) -> bool:
+        """The proposer's share of pending approvals is used up (contract §9): a flood from one
+        principal cannot bury everyone else's requests. Checked before the run waits; proposals
+        racing each other may overshoot by the number in flight."""
+        cap = self._pending_per_principal
+        if cap is None:
+            return False
+        waiting = await self._ledger.runs(
+            tenant_id=run.tenant_id,
+            statuses=[RunStatus.WAITING_APPROVAL],
+            principal_id=run.principal.id,
+            limit=cap,
+        )
+        return len(waiting) >= cap
 
     async def propose(self, proposal: ActionProposal) -> ActionOutcome:
         """Govern one proposal.
@@ -158,6 +175,16 @@ class Pipeline:
         checks = limit_stage.checks_for(action, run, admission.policy_input(run, now))
         if isinstance(checks, ExecutionResult):
             return await self._refuse(run, events, checks)
+        if decision.approval_required and await self._too_many_pending(run):
+            return await self._refuse(
+                run,
+                events,
+                ExecutionResult.retryable_failure(
+                    Code.PENDING_APPROVALS_LIMIT,
+                    f"{self._pending_per_principal} of your requests already wait for approval; "
+                    "retry once some are decided.",
+                ),
+            )
         scope = admission.duplicate_scope(action, run)
         evaluated = run
         background = action.definition.mode is ExecutorMode.ASYNC and not decision.approval_required

@@ -116,8 +116,9 @@ class RunStore(Protocol):
         *,
         after_run_id: str | None = None,
         oldest_first: bool = False,
+        principal_id: str | None = None,
     ) -> list[ActionRun]:
-        """Newest first (``oldest_first``: oldest first); ``before_run_id``/``after_run_id`` are
+        """Newest first (``oldest_first``: oldest first); ``principal_id`` keeps one proposer's; ``before_run_id``/``after_run_id`` are
         exclusive bounds for paging. ``tenant_id=None`` only for operator tools and recovery."""
         ...
 

@@ -42,7 +42,17 @@ from signoff.core.retry import Sleeper
 from signoff.core.run import ActionRun, RunStatus
 from signoff.core.visibility import Reader, masked_outcome, masked_run, may_read
 
-__all__ = ["DecisionRequest", "DecisionResult", "RepairRequest", "RunPage", "Runtime"]
+__all__ = [
+    "DEFAULT_PENDING_PER_PRINCIPAL",
+    "DecisionRequest",
+    "DecisionResult",
+    "RepairRequest",
+    "RunPage",
+    "Runtime",
+]
+
+DEFAULT_PENDING_PER_PRINCIPAL = 100
+"""How many of one principal's requests may wait for approval at once (contract §9)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +76,7 @@ class Runtime:
         input_limits: InputLimits = DEFAULT_LIMITS,
         sleep: Sleeper = asyncio.sleep,
         observer: RuntimeObserver | None = None,
+        pending_per_principal: int | None = DEFAULT_PENDING_PER_PRINCIPAL,
     ) -> None:
         self._observer: RuntimeObserver = observer if observer is not None else NO_OBSERVER
         self._registry = registry
@@ -81,7 +92,9 @@ class Runtime:
             self._ledger, self._clock, self._worker_id, lane, sleep, observer=self._observer
         )
         stage = (registry, self._ledger, self._dispatcher, self._notifications, self._clock)
-        self._pipeline = Pipeline(*stage, input_limits, self._observer)
+        self._pipeline = Pipeline(
+            *stage, input_limits, self._observer, pending_per_principal=pending_per_principal
+        )
         self._approvals = Approvals(*stage)
         self._external = External(registry, self._ledger, self._clock)
         self._cancellation = Cancellation(self._ledger, self._approvals, self._external)

@@ -114,6 +114,7 @@ class InMemoryRunStore:
         *,
         after_run_id: str | None = None,
         oldest_first: bool = False,
+        principal_id: str | None = None,
     ) -> list[ActionRun]:
         with self._lock:
             runs = list(self._runs.values())
@@ -125,6 +126,7 @@ class InMemoryRunStore:
             and (wanted is None or r.status in wanted)
             and (before_run_id is None or r.run_id < before_run_id)
             and (after_run_id is None or r.run_id > after_run_id)
+            and (principal_id is None or r.principal.id == principal_id)
         ]
         selected.sort(key=lambda r: r.run_id, reverse=not oldest_first)
         return selected[: max(limit, 0)]

@@ -77,6 +77,7 @@ class SqlRunStore:
         *,
         after_run_id: str | None = None,
         oldest_first: bool = False,
+        principal_id: str | None = None,
     ) -> list[ActionRun]:
         """Newest first, or oldest first (run ids are time-ordered UUIDv7); ``before_run_id`` and
         ``after_run_id`` are exclusive bounds."""
@@ -95,6 +96,8 @@ class SqlRunStore:
             query = query.where(runs.c.run_id < before_run_id)
         if after_run_id is not None:
             query = query.where(runs.c.run_id > after_run_id)
+        if principal_id is not None:
+            query = query.where(runs.c.principal_id == principal_id)
         order = runs.c.run_id.asc() if oldest_first else runs.c.run_id.desc()
         found: list[ActionRun] = []
         cursor: str | None = None

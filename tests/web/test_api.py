@@ -35,13 +35,18 @@ async def test_an_eligible_approver_approves_and_the_run_executes(site: Site) ->
     )
 
 
-async def test_an_approver_without_a_listed_role_is_not_eligible(site: Site) -> None:
+async def test_an_approver_without_a_listed_role_hears_the_run_does_not_exist(
+    site: Site,
+) -> None:
     pending = await site.propose()
     async with site.client(bearer(sub="clerk", roles=("billing",))) as http:
         approve = await http.post(f"/api/runs/{pending.run_id}/approve")
         reject = await http.post(f"/api/runs/{pending.run_id}/reject", json={"reason": "no"})
-    assert (approve.status_code, approve.json()["code"]) == (403, Code.APPROVER_NOT_ELIGIBLE)
-    assert (reject.status_code, reject.json()["code"]) == (403, Code.APPROVER_NOT_ELIGIBLE)
+        missing = await http.post("/api/runs/0190aaaa-0000-7000-8000-000000000000/approve")
+    # Outside its domain a decision discloses nothing: exactly the missing run's answer.
+    for response in (approve, reject):
+        assert (response.status_code, response.json()) == (404, missing.json())
+        assert response.json()["code"] == Code.ACTION_RUN_NOT_FOUND
     assert (await stored_run(site.store, pending.run_id)).status is RunStatus.WAITING_APPROVAL
 
 

@@ -21,6 +21,7 @@ from signoff.core.approvals import Approvals, DecisionRequest, DecisionResult
 from signoff.core.background import Background, Notifications
 from signoff.core.cancellation import Cancellation
 from signoff.core.clock import SystemClock, new_token
+from signoff.core.codes import Code
 from signoff.core.compiled import ActionRegistry, CompiledAction
 from signoff.core.definition import ActionDefinition
 from signoff.core.dispatch import AsyncLane
@@ -40,7 +41,13 @@ from signoff.core.repair import Repair, RepairRequest
 from signoff.core.results import ActionOutcome, ExecutionResult
 from signoff.core.retry import Sleeper
 from signoff.core.run import ActionRun, RunStatus
-from signoff.core.visibility import Reader, masked_outcome, masked_run, may_read
+from signoff.core.visibility import (
+    Reader,
+    approver_may_address,
+    masked_outcome,
+    masked_run,
+    may_read,
+)
 
 __all__ = [
     "DEFAULT_PENDING_PER_PRINCIPAL",
@@ -135,17 +142,28 @@ class Runtime:
         action = self._registry.resolve(proposal.action_id)
         return masked_outcome(outcome, action.definition if action is not None else None)
 
-    async def decide(self, run_id: str, tenant_id: str, request: DecisionRequest) -> DecisionResult:
-        """Record one approver's decision; the last needed approval resumes the run."""
+    async def decide(
+        self, run_id: str, tenant_id: str, request: DecisionRequest, *, reader: Reader | None = None
+    ) -> DecisionResult:
+        """Record one approver's decision; the last needed approval resumes the run. With a
+        ``reader`` (the approver's surface) a run outside its domain answers like a missing one."""
+        if reader is not None:
+            run = await self._ledger.load_in(run_id, tenant_id)
+            if run is None or not approver_may_address(run, reader.principal):
+                return DecisionResult(Code.ACTION_RUN_NOT_FOUND, None, accepted=False)
         started = time.perf_counter()
         with self._observer.stage("approval", run_id, "") as deciding:
             result = await self._background.shield(
                 self._approvals.decide(run_id, tenant_id, request)
             )
-            action = result.outcome.action if result.outcome is not None else ""
-            deciding.set(code=result.code, accepted=result.accepted, action=action)
+            action_id = result.outcome.action if result.outcome is not None else ""
+            deciding.set(code=result.code, accepted=result.accepted, action=action_id)
         await self._report_decision(run_id, tenant_id, request, result, started)
-        return result
+        if result.outcome is None:
+            return result
+        action = self._registry.resolve(result.outcome.action)
+        shown = masked_outcome(result.outcome, action.definition if action is not None else None)
+        return DecisionResult(result.code, shown, result.accepted)
 
     async def _report_decision(
         self,

@@ -71,6 +71,18 @@ def approver_may_read(run: ActionRun, approver: Principal) -> bool:
     return run.status is RunStatus.WAITING_APPROVAL and approver.has_any_role(state.approver_roles)
 
 
+def approver_may_address(run: ActionRun, approver: Principal) -> bool:
+    """Whether a decision from ``approver`` is answered with the run's own codes at all: its
+    approval names a role the approver holds, or the approver decided it. Anything else is
+    answered like a missing run, so a decision never discloses a run outside the approver's
+    domain; a late decision on a run it could have decided still hears ``APPROVAL_EXPIRED`` or
+    ``APPROVAL_NOT_PENDING``."""
+    state = run.approval
+    if state is None:
+        return False
+    return state.decided_by(approver.id) is not None or approver.has_any_role(state.approver_roles)
+
+
 # ------------------------------------------------------------------------------ sensitive fields
 
 

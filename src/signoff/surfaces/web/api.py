@@ -185,6 +185,7 @@ class ApprovalsApi:
                 via=verified.client_id,
                 amendments=amend,
             ),
+            reader=caller.reader(ReaderKind.APPROVER),
         )
         if result.code == Code.ACTION_RUN_NOT_FOUND:
             return not_found()

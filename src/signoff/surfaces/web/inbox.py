@@ -239,6 +239,7 @@ class Inbox:
                 via="web-inbox",
                 amendments=amendments,
             ),
+            reader=session.caller.reader(ReaderKind.APPROVER),
         )
         if result.code == Code.ACTION_RUN_NOT_FOUND:
             return self.not_found(request, session)

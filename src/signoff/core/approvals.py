@@ -389,9 +389,7 @@ class Approvals:
                     continue
                 action = self._registry.resolve(run.action_id)
                 last = state.approvals()[-1].approver_id if state.approvals() else "signoff"
-                outcome = await self._background.shield(
-                    self._resume(run, action, state, last, {"via": "dispatch_approved"})
-                )
+                outcome = await self._resume(run, action, state, last, {"via": "dispatch_approved"})
                 if outcome is not None:
                     resumed += 1
             if len(page) < limit:

@@ -399,7 +399,7 @@ class Runtime:
 
     async def dispatch_approved(self, limit: int = 200) -> int:
         """Resume runs approved without dispatch (CLI decisions) in this serving process."""
-        return await self._approvals.dispatch_approved(limit)
+        return await self._background.shield(self._approvals.dispatch_approved(limit))
 
     async def sweep_external(self, limit: int = 1000) -> int:
         """Apply the orphan policy to deferred runs past their deadline; returns how many."""

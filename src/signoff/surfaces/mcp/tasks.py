@@ -200,7 +200,7 @@ class Tasks:
 
     async def created(self, caller: Caller, outcome: ActionOutcome) -> dict[str, Any]:
         """The ``CreateTaskResult`` of a committed run that is not finished yet."""
-        run = await self._stored(caller.tenant_id, outcome.run_id)
+        run = await self._stored(caller, outcome.run_id)
         if run is None:  # pragma: no cover - the runtime answered after committing it
             raise MCPError(code=types.INTERNAL_ERROR, message="The run was not recorded.")
         task_id = self._ids.issue(caller.tenant_id, outcome.run_id)
@@ -211,7 +211,7 @@ class Tasks:
         caller, run_id = self._open(ctx, params)
         outcome = await self._runs.get(caller, run_id)
         found = outcome.code != Code.ACTION_RUN_NOT_FOUND
-        run = await self._stored(caller.tenant_id, run_id) if found else None
+        run = await self._stored(caller, run_id) if found else None
         if run is None:
             raise not_found()
         return task_state(params.taskId, outcome, run, self._tool_result(outcome))
@@ -243,5 +243,6 @@ class Tasks:
             raise not_found()
         return caller, run_id
 
-    async def _stored(self, tenant_id: str, run_id: str) -> ActionRun | None:
-        return await self._runtime.get_run(run_id, tenant_id)
+    async def _stored(self, caller: Caller, run_id: str) -> ActionRun | None:
+        """The run as this caller may read it (``core.visibility``), sensitive values masked."""
+        return await self._runtime.get_run(run_id, caller.tenant_id, reader=caller.reader())

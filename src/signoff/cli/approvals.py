@@ -41,7 +41,8 @@ from signoff.surfaces.web.views import describe, input_fields, pending_for, rela
 
 T = TypeVar("T")
 
-TenantOption = Annotated[
+TenantOption = Annotated[str, typer.Option("--tenant", help="The tenant whose runs to act on.")]
+LocalTenantOption = Annotated[
     str | None,
     typer.Option("--tenant", help="The tenant whose runs to act on (not with --server)."),
 ]
@@ -216,7 +217,7 @@ def register(app: typer.Typer) -> None:
 
     @approvals.command("list")
     def list_pending(
-        tenant: TenantOption = None,
+        tenant: LocalTenantOption = None,
         name: AsOption = None,
         roles: RolesOption = "",
         limit: Annotated[int, typer.Option(min=1, max=1000, help="At most this many.")] = 100,
@@ -250,7 +251,7 @@ def register(app: typer.Typer) -> None:
     @approvals.command("show")
     def show(
         run_id: RunIdArgument,
-        tenant: TenantOption = None,
+        tenant: LocalTenantOption = None,
         database: DatabaseOption = DEFAULT_DATABASE_URL,
         manifests: ManifestsOption = DEFAULT_MANIFESTS,
         as_json: JsonOption = False,
@@ -280,7 +281,7 @@ def register(app: typer.Typer) -> None:
         def command(
             run_id: RunIdArgument,
             name: AsOption = None,
-            tenant: TenantOption = None,
+            tenant: LocalTenantOption = None,
             roles: RolesOption = "",
             reason: ReasonOption = "",
             database: DatabaseOption = DEFAULT_DATABASE_URL,

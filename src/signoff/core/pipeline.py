@@ -285,7 +285,7 @@ class Pipeline:
             return outcome_of(run)
         if run.status is RunStatus.WAITING_APPROVAL:
             if background:  # parked by a limit: its lane slot was never used
-                self._dispatcher.release_background()
+                self._dispatcher.release_background(run.tenant_id)
             self._notifications.requested(run)
             return outcome_of(run)
         return await self._dispatcher.dispatch(action, run)

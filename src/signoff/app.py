@@ -12,9 +12,9 @@ from pathlib import Path
 
 from signoff.core.clock import SystemClock
 from signoff.core.compiled import ActionRegistry
+from signoff.core.dispatch import DEFAULT_TENANT_SHARE, AsyncLane
 from signoff.core.input_limits import InputLimits
 from signoff.core.observe import RuntimeObserver
-from signoff.core.dispatch import DEFAULT_TENANT_SHARE, AsyncLane
 from signoff.core.ports import Clock, Notifier, Store
 from signoff.core.recovery import RecoveryReport
 from signoff.core.run import ActionRun

@@ -14,6 +14,7 @@ from typing import Any
 from signoff import ExecutionContext
 from signoff.core.compiled import ActionRegistry
 from signoff.core.runtime import Runtime
+from signoff.core.visibility import Reader
 from signoff.observability.logs import configure_logging
 from signoff.store.memory import InMemoryStore
 from signoff.surfaces.draining import Draining
@@ -31,9 +32,11 @@ def blocking(_context: ExecutionContext) -> dict[str, Any]:
 
 
 class WatchedRuntime(Runtime):
-    async def wait(self, run_id: str, tenant_id: str, timeout: float) -> Any:
+    async def wait(
+        self, run_id: str, tenant_id: str, timeout: float, *, reader: Reader | None = None
+    ) -> Any:
         print("long-poll waiting", flush=True)
-        return await super().wait(run_id, tenant_id, timeout)
+        return await super().wait(run_id, tenant_id, timeout, reader=reader)
 
 
 async def main(grace: float) -> None:

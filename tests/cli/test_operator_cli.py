@@ -99,7 +99,8 @@ def test_a_unique_start_of_a_run_id_is_enough_and_an_ambiguous_one_is_refused(
     assert ambiguous.exit_code == 1
     assert ambiguous.stderr.strip().endswith("[RUN_ID_AMBIGUOUS]")
     assert approved.exit_code == 0, approved.output
-    assert f"run {cancel} is now SUCCEEDED" in approved.stdout
+    # The CLI records the decision; a serving process dispatches it (contract §8).
+    assert f"[APPROVAL_AWAITING_DISPATCH]; run {cancel} resumes" in approved.stdout
     assert in_runs.exit_code == 0 and cancel in in_runs.stdout
 
 

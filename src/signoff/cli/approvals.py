@@ -190,7 +190,12 @@ def _print_decision(result: DecisionResult, as_json: bool) -> None:
         )
     if not result.accepted:
         fail(f"decision not recorded: {describe(result.code)}", result.code)
-    if not as_json and outcome is not None:
+    if not as_json and outcome is not None and result.code == Code.APPROVAL_AWAITING_DISPATCH:
+        typer.echo(
+            f"decision recorded [{result.code}]; run {outcome.run_id} resumes in the serving "
+            f"signoff; follow it with `signoff runs show {outcome.run_id}`."
+        )
+    elif not as_json and outcome is not None:
         typer.echo(
             f"decision recorded [{result.code}]; run {outcome.run_id} is now {outcome.status} "
             f"[{outcome.code}] {_for_operator(outcome)}".rstrip()

@@ -42,9 +42,9 @@ from store_throughput import Scratch, server  # noqa: E402
 from tests.helpers import NO_APPROVAL, definition, proposal  # noqa: E402
 
 from signoff import ExecutionContext  # noqa: E402
-from signoff.core.compiled import ActionRegistry  # noqa: E402
 from signoff.core.limits import LimitSpec  # noqa: E402
 from signoff.core.ports import AuditEvent  # noqa: E402
+from signoff.core.registry import ActionRegistry  # noqa: E402
 from signoff.core.runtime import Runtime  # noqa: E402
 from signoff.store.sql import SqlStore, open_sql_store  # noqa: E402
 from signoff.store.sql.audit import SqlAuditLog  # noqa: E402

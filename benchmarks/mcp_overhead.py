@@ -43,11 +43,11 @@ sys.path.insert(0, str(ROOT))
 from tests.surfaces.support import free_socket  # noqa: E402
 
 from signoff import ActionDefinition, ApprovalSpec, ExecutionContext  # noqa: E402
-from signoff.core.compiled import ActionRegistry  # noqa: E402
+from signoff.core.registry import ActionRegistry  # noqa: E402
 from signoff.core.runtime import Runtime  # noqa: E402
 from signoff.store.factory import MEMORY_URL, open_store  # noqa: E402
+from signoff.surfaces.access.jwt import JwtConfig, JwtVerifier, issue_token  # noqa: E402
 from signoff.surfaces.mcp import SignoffMCP, fixed_identity, make_caller  # noqa: E402
-from signoff.surfaces.mcp.auth import JwtConfig, JwtVerifier, issue_token  # noqa: E402
 from signoff.surfaces.mcp.http import BearerAuth, build_http_app  # noqa: E402
 from signoff.surfaces.mcp.serving import uvicorn_server  # noqa: E402
 

@@ -31,13 +31,13 @@ sys.path.insert(0, str(ROOT))
 
 from signoff.core.clock import new_run_id  # noqa: E402
 from signoff.core.codes import Code  # noqa: E402
-from signoff.core.compiled import ActionRegistry  # noqa: E402
 from signoff.core.identity import Principal  # noqa: E402
+from signoff.core.registry import ActionRegistry  # noqa: E402
 from signoff.core.results import ExecutionResult  # noqa: E402
 from signoff.core.run import ActionRun, ApprovalState, RunStatus  # noqa: E402
 from signoff.core.runtime import Runtime  # noqa: E402
 from signoff.store.sql import SqlStore, open_sql_store  # noqa: E402
-from signoff.surfaces.mcp.identity import Caller  # noqa: E402
+from signoff.surfaces.access.caller import Caller  # noqa: E402
 from signoff.surfaces.mcp.runs import RunQueries  # noqa: E402
 from signoff.surfaces.web.views import pending_for  # noqa: E402
 

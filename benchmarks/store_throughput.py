@@ -50,8 +50,8 @@ sys.path.insert(0, str(ROOT))
 from tests.helpers import NO_APPROVAL, definition, proposal  # noqa: E402
 
 from signoff import ExecutionContext  # noqa: E402
-from signoff.core.compiled import ActionRegistry  # noqa: E402
 from signoff.core.ports import Store  # noqa: E402
+from signoff.core.registry import ActionRegistry  # noqa: E402
 from signoff.core.run import RunStatus  # noqa: E402
 from signoff.core.runtime import Runtime  # noqa: E402
 from signoff.store.memory import InMemoryStore  # noqa: E402

@@ -17,9 +17,9 @@ from signoff import (
     ProposerType,
 )
 from signoff.core.clock import ManualClock
-from signoff.core.compiled import ActionRegistry
 from signoff.core.definition import DenyRule, IdempotencySpec, PolicySpec
 from signoff.core.ports import Store
+from signoff.core.registry import ActionRegistry
 from signoff.core.run import ActionRun, ApprovalVote, RunStatus
 from signoff.core.runtime import DecisionRequest, Runtime
 from signoff.store.memory import InMemoryStore

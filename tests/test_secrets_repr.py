@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from signoff.core.definition import ActionDefinition
-from signoff.surfaces.mcp.auth import JwtConfig
+from signoff.surfaces.access.jwt import JwtConfig
 from signoff.surfaces.web.config import WebConfig, WebhookConfig
 from tests.helpers import Recorder, definition
 

@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from signoff.core.clock import SystemClock
-from signoff.core.compiled import ActionRegistry
 from signoff.core.dispatch import DEFAULT_TENANT_SHARE, AsyncLane
 from signoff.core.input_limits import InputLimits
 from signoff.core.observe import RuntimeObserver
 from signoff.core.ports import Clock, Notifier, Store
 from signoff.core.recovery import RecoveryReport
+from signoff.core.registry import ActionRegistry
 from signoff.core.run import ActionRun
 from signoff.core.runtime import DEFAULT_PENDING_PER_PRINCIPAL, Runtime
 from signoff.maintenance import DEFAULT_EVERY, Maintenance, maintenance

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from signoff.core.approval_digest import approval_digest, short_digest
-from signoff.core.outcomes import AuditKind
+from signoff.core.audit_events import AuditKind
 from signoff.core.ports import AuditEvent, Store
 from signoff.core.run import TERMINAL_STATUSES, ActionRun, RunStatus, can_transition
 from signoff.store.faults import DecodeFaults, UndecodableRow

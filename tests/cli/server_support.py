@@ -10,8 +10,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from signoff.surfaces.mcp.auth import issue_token
-from signoff.surfaces.scopes import DEFAULT_APPROVE, DEFAULT_PROPOSE
+from signoff.surfaces.access.jwt import issue_token
+from signoff.surfaces.access.scopes import DEFAULT_APPROVE, DEFAULT_PROPOSE
 from tests.surfaces.support import DEADLINE, free_socket
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from signoff.cli import app
-from signoff.core.compiled import ActionRegistry
+from signoff.core.registry import ActionRegistry
 from signoff.core.runtime import Runtime
 from signoff.store.factory import open_store
 from tests.helpers import Recorder, approve, definition, proposal

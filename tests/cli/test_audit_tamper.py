@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from signoff import ApprovalSpec
 from signoff.cli import app
 from signoff.core.chain import event_hash
-from signoff.core.compiled import ActionRegistry
+from signoff.core.registry import ActionRegistry
 from signoff.core.runtime import Runtime
 from signoff.store.factory import open_store
 from signoff.store.sql.codec import audit_from_row

@@ -10,8 +10,8 @@ import pytest
 
 from signoff import Channel, Code, ExecutionStatus, Principal
 from signoff.core.clock import ManualClock
-from signoff.core.compiled import ActionRegistry
 from signoff.core.definition import ApprovalSpec
+from signoff.core.registry import ActionRegistry
 from signoff.core.run import ActionRun, ApprovalVote, RunStatus
 from signoff.core.runtime import DecisionRequest, Runtime
 from signoff.store.memory import InMemoryRunStore, InMemoryStore

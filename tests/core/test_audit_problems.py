@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from signoff.audit_check import AuditProblemCode, check_trail
-from signoff.core.outcomes import AuditKind
+from signoff.core.audit_events import AuditKind
 from signoff.core.ports import AuditEvent
 from signoff.core.run import ActionRun, RunStatus
 from tests.helpers import NO_APPROVAL, SMALL, Recorder, definition, memory_runtime, proposal

@@ -9,8 +9,8 @@ from datetime import timedelta
 
 from signoff import Channel, Code, Principal
 from signoff.core.clock import ManualClock
-from signoff.core.compiled import ActionRegistry
 from signoff.core.definition import ApprovalSpec
+from signoff.core.registry import ActionRegistry
 from signoff.core.run import ApprovalVote, RunStatus
 from signoff.core.runtime import DecisionRequest, Runtime
 from signoff.store.memory import InMemoryStore

@@ -18,7 +18,7 @@ from signoff import (
     RunStatus,
 )
 from signoff.core.clock import ManualClock
-from signoff.core.compiled import ActionRegistry
+from signoff.core.registry import ActionRegistry
 from signoff.core.runtime import Runtime
 from signoff.store.memory import InMemoryStore
 from tests.helpers import AGENT, NO_APPROVAL, SMALL, definition, memory_runtime, proposal

@@ -7,7 +7,7 @@ import re
 
 from signoff import Code, ExecutionResult, ExecutionStatus, Principal
 from signoff.audit_check import check_trail
-from signoff.core.compiled import ActionRegistry
+from signoff.core.registry import ActionRegistry
 from signoff.core.run import RunStatus
 from signoff.core.runtime import Runtime
 from signoff.store.memory import InMemoryStore

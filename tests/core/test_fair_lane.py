@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from signoff import Code, ExecutionContext, ExecutionStatus
-from signoff.core.compiled import ActionRegistry
 from signoff.core.dispatch import AsyncLane
+from signoff.core.registry import ActionRegistry
 from signoff.core.runtime import Runtime
 from signoff.store.memory import InMemoryStore
 from tests.helpers import NO_APPROVAL, definition, proposal

@@ -10,13 +10,13 @@ import pytest
 from signoff import Code, ExecutionStatus
 from signoff.cli.check import approval_rule
 from signoff.core import admission
+from signoff.core.answers import outcome_of, stored_statuses_for
 from signoff.core.approvals import is_overdue
 from signoff.core.clock import ManualClock
-from signoff.core.compiled import compile_action
 from signoff.core.definition import ApprovalSpec, Effect, Risk, default_approval_rule
 from signoff.core.identity import Channel, ProposerType
-from signoff.core.outcomes import outcome_of, stored_statuses_for
 from signoff.core.policy import PolicyInput
+from signoff.core.registry import compile_action
 from signoff.core.run import MAX_REASON_CHARS, ApprovalDecision, ApprovalVote, RunStatus
 from signoff.manifest import load_manifests
 from tests.helpers import (

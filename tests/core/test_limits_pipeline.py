@@ -11,10 +11,10 @@ import pytest
 from signoff import ActionProposal, ExecutionContext, GuardDecision, Principal
 from signoff.core.clock import ManualClock
 from signoff.core.codes import Code, ExecutionStatus, RetryDisposition
-from signoff.core.compiled import ActionRegistry
 from signoff.core.definition import ActionDefinition
 from signoff.core.limits import LimitSpec
 from signoff.core.ports import Store
+from signoff.core.registry import ActionRegistry
 from signoff.core.runtime import Runtime
 from signoff.store.factory import open_store
 from signoff.store.memory import InMemoryStore

@@ -15,8 +15,8 @@ from signoff import (
     RunStatus,
 )
 from signoff.core.clock import ManualClock
-from signoff.core.compiled import ActionRegistry
 from signoff.core.definition import ApprovalSpec, DenyRule, PolicySpec
+from signoff.core.registry import ActionRegistry
 from signoff.core.runtime import Runtime
 from signoff.store.memory import InMemoryStore
 from tests.helpers import (

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from signoff import ActionOutcome, Code, ExecutionResult
-from signoff.core.compiled import ActionRegistry
 from signoff.core.ports import DuplicateEntry, DuplicateState, Reservation, RunAlreadyExists
+from signoff.core.registry import ActionRegistry
 from signoff.core.run import ActionRun, DuplicateScope
 from signoff.core.runtime import Runtime
 from signoff.store.memory import InMemoryDuplicateStore, InMemoryRunStore, InMemoryStore

@@ -16,9 +16,9 @@ import pytest
 
 from signoff import Code, ExecutionContext, ExecutionStatus, RetryDisposition, RunStatus
 from signoff.core.clock import ManualClock
-from signoff.core.compiled import ActionRegistry
 from signoff.core.definition import PolicySpec
 from signoff.core.dispatch import AsyncLane
+from signoff.core.registry import ActionRegistry
 from signoff.core.runtime import Runtime
 from signoff.store.memory import InMemoryStore
 from tests.helpers import LARGE, NO_APPROVAL, SMALL, definition, proposal
@@ -220,6 +220,6 @@ def test_two_recoverers_at_once_never_double_dispatch(repetition: int) -> None:
 
 
 async def _never(*args: Any) -> Any:
-    from signoff.core.outcomes import outcome_of
+    from signoff.core.answers import outcome_of
 
     return outcome_of(args[1])

@@ -11,13 +11,13 @@ import pytest
 from signoff import ExecutionContext, ExecutionResult, ExecutionStatus, GuardDecision
 from signoff.audit_check import check_trail
 from signoff.core.codes import Code
-from signoff.core.compiled import ActionRegistry
 from signoff.core.definition import DenyRule, PolicySpec
 from signoff.core.identity import Principal
+from signoff.core.registry import ActionRegistry
 from signoff.core.repair import RepairRequest
 from signoff.core.run import RunStatus
 from signoff.core.runtime import Runtime
-from signoff.manifest.http_executor import HttpExecutor
+from signoff.executors.http.executor import HttpExecutor
 from signoff.store.memory import InMemoryStore
 from tests.core.test_retry import CLIENT_TIMEOUT, Payments, payments  # noqa: F401 - fixture
 from tests.helpers import AGENT, LEAD, NO_APPROVAL, definition, proposal

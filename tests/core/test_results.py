@@ -19,9 +19,9 @@ from signoff import (
     RetryDisposition,
     RunStatus,
 )
-from signoff.core.compiled import ActionRegistry
 from signoff.core.dispatch import AsyncLane
 from signoff.core.ports import StoreUnit
+from signoff.core.registry import ActionRegistry
 from signoff.core.runtime import Runtime
 from signoff.store.memory import InMemoryStore
 from tests.helpers import (

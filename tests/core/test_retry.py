@@ -16,12 +16,12 @@ import pytest
 from signoff import ExecutionContext, ExecutionResult, ExecutionStatus, RetryDisposition
 from signoff.audit_check import check_trail
 from signoff.core.codes import Code
-from signoff.core.compiled import ActionRegistry
 from signoff.core.definition import RetrySpec
+from signoff.core.registry import ActionRegistry
 from signoff.core.retry import backoff_delay
 from signoff.core.runtime import Runtime
+from signoff.executors.http.executor import HttpExecutor
 from signoff.manifest import ProblemCode, load_manifest_dir
-from signoff.manifest.http_executor import HttpExecutor
 from signoff.store.memory import InMemoryStore
 from tests.helpers import NO_APPROVAL, definition, proposal
 from tests.loopback import Loopback, Reply, Seen, refused_port, serving

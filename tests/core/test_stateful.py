@@ -13,8 +13,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from signoff import ExecutionContext, Principal
 from signoff.core.clock import ManualClock
-from signoff.core.compiled import ActionRegistry
 from signoff.core.definition import ApprovalSpec, IdempotencySpec
+from signoff.core.registry import ActionRegistry
 from signoff.core.run import TERMINAL_STATUSES, ActionRun
 from signoff.core.runtime import Runtime
 from signoff.store.memory import InMemoryStore

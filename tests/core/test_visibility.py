@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from signoff.core.answers import outcome_of
 from signoff.core.definition import ActionDefinition, IdempotencySpec
 from signoff.core.identity import Principal
-from signoff.core.outcomes import outcome_of
 from signoff.core.results import ExecutionResult
 from signoff.core.run import ApprovalDecision, ApprovalState, ApprovalVote, DuplicateScope
 from signoff.core.visibility import (

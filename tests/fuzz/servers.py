@@ -19,8 +19,8 @@ from typing import Any
 
 import httpx
 
-from signoff.surfaces.mcp.auth import issue_token
-from signoff.surfaces.scopes import DEFAULT_PROPOSE
+from signoff.surfaces.access.jwt import issue_token
+from signoff.surfaces.access.scopes import DEFAULT_PROPOSE
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "tests" / "fuzz" / "manifests"

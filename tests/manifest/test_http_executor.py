@@ -17,8 +17,8 @@ from signoff import (
     RetryDisposition,
 )
 from signoff.core.codes import Code
+from signoff.executors.http.response import ResponseSpec
 from signoff.manifest import HttpExecutor, load_manifest_dir
-from signoff.manifest.http_response import ResponseSpec
 from tests.helpers import memory_runtime, proposal
 from tests.loopback import Loopback, Reply, Route, Seen, refused_port, serving
 from tests.manifest.support import edited, write

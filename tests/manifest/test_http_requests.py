@@ -13,10 +13,10 @@ import pytest
 
 from signoff import ExecutionContext, ExecutionStatus, Principal, RetryDisposition
 from signoff.core.codes import Code
+from signoff.executors.http.executor import HttpExecutor
+from signoff.executors.http.response import CodeRule, ResponseSpec
+from signoff.executors.http.template import parse_reference
 from signoff.manifest import ProblemCode, load_manifest_dir
-from signoff.manifest.http_executor import HttpExecutor
-from signoff.manifest.http_response import CodeRule, ResponseSpec
-from signoff.manifest.http_template import parse_reference
 from tests.helpers import memory_runtime, proposal
 from tests.loopback import Loopback, Reply, Seen, serving
 from tests.manifest.support import edited, line_of, problems, write

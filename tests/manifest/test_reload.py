@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from signoff.core.compiled import ActionRegistry, CompiledAction
+from signoff.core.registry import ActionRegistry, CompiledAction
 from signoff.manifest import ManifestReloader, ProblemCode, load_manifest_dir
 from tests.manifest.support import VALID, edited, write
 

@@ -12,14 +12,14 @@ import sys
 from typing import Any
 
 from signoff import ExecutionContext
-from signoff.core.compiled import ActionRegistry
+from signoff.core.registry import ActionRegistry
 from signoff.core.runtime import Runtime
 from signoff.core.visibility import Reader
 from signoff.observability.logs import configure_logging
 from signoff.store.memory import InMemoryStore
+from signoff.surfaces.access.caller import make_caller
 from signoff.surfaces.draining import Draining
 from signoff.surfaces.mcp.http import FixedIdentity, HttpOptions, build_http_app
-from signoff.surfaces.mcp.identity import make_caller
 from signoff.surfaces.mcp.serving import serve_http
 from tests.helpers import Recorder, definition
 from tests.surfaces.support import free_socket, lookup_definition

@@ -17,10 +17,10 @@ from opentelemetry import trace
 from prometheus_client.parser import text_string_to_metric_families
 
 from signoff import Code
+from signoff.core.audit_events import AuditKind
 from signoff.core.clock import SystemClock
-from signoff.core.compiled import ActionRegistry
 from signoff.core.ledger import RunLedger
-from signoff.core.outcomes import AuditKind
+from signoff.core.registry import ActionRegistry
 from signoff.core.results import ExecutionResult
 from signoff.core.run import ApprovalVote
 from signoff.core.runtime import DecisionRequest, Runtime
@@ -28,9 +28,9 @@ from signoff.observability.logs import configure_logging
 from signoff.observability.metrics import METRICS
 from signoff.observability.observer import OperationsObserver
 from signoff.store.memory import InMemoryStore
+from signoff.surfaces.access.caller import make_caller
 from signoff.surfaces.draining import Draining
 from signoff.surfaces.mcp.http import FixedIdentity, HttpOptions, build_http_app
-from signoff.surfaces.mcp.identity import make_caller
 from signoff.surfaces.ops import Health, ops_routes
 from signoff.surfaces.ops.metrics import MetricsEndpoint
 from tests.helpers import LEAD, Recorder, bare_run, definition

@@ -18,9 +18,9 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from signoff import ActionDefinition, ExecutionContext
-from signoff.core.compiled import ActionRegistry
 from signoff.core.definition import ApprovalSpec, IdempotencySpec
 from signoff.core.ports import Store, StoreUnit
+from signoff.core.registry import ActionRegistry
 
 POINTS = (
     "before_running_commit",

@@ -11,7 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 from signoff import ExecutionContext
-from signoff.core.compiled import ActionRegistry
+from signoff.core.registry import ActionRegistry
 from signoff.core.runtime import Runtime
 from signoff.store.factory import open_store
 from tests.helpers import NO_APPROVAL, definition

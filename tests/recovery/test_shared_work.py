@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from signoff import Code, ExecutionContext, ExecutionResult, ExecutionStatus
-from signoff.core.compiled import ActionRegistry
+from signoff.core.registry import ActionRegistry
 from signoff.core.run import RunStatus
 from signoff.core.runtime import Runtime
 from tests.helpers import AGENT, NO_APPROVAL, definition, proposal
@@ -145,7 +145,7 @@ async def test_two_instances_recovering_one_database_handle_each_run_exactly_onc
 
     async def die_before_dispatch(action: Any, run: Any) -> Any:
         if action.id == "invoice.cancel":
-            from signoff.core.outcomes import outcome_of
+            from signoff.core.answers import outcome_of
 
             return outcome_of(run)  # the process "dies" right after the RUNNING commit
         return await original_dispatch(action, run)

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from signoff.cli import app
 from signoff.core.clock import ManualClock
-from signoff.core.compiled import ActionRegistry
+from signoff.core.registry import ActionRegistry
 from signoff.core.results import ActionOutcome
 from signoff.core.runtime import Runtime
 from signoff.store.sql import head_revision, open_sql_store

@@ -8,7 +8,7 @@ from sqlalchemy import event
 
 from signoff.core.clock import ManualClock
 from signoff.core.codes import Code, ExecutionStatus
-from signoff.core.compiled import ActionRegistry
+from signoff.core.registry import ActionRegistry
 from signoff.core.runtime import Runtime
 from signoff.store.sql import SqlStore
 from tests.helpers import NO_APPROVAL, SMALL, Recorder, definition, proposal

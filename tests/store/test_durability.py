@@ -8,8 +8,8 @@ import pytest
 
 from signoff.core.clock import ManualClock
 from signoff.core.codes import Code, ExecutionStatus
-from signoff.core.compiled import ActionRegistry
 from signoff.core.ports import AuditEvent, Store
+from signoff.core.registry import ActionRegistry
 from signoff.core.run import RunStatus
 from signoff.core.runtime import Runtime
 from tests.helpers import NO_APPROVAL, SMALL, Recorder, definition, proposal

@@ -11,8 +11,8 @@ import pytest
 
 from signoff import Code
 from signoff.audit.verify import verify_trail
-from signoff.core.compiled import ActionRegistry
 from signoff.core.input_limits import InputLimits
+from signoff.core.registry import ActionRegistry
 from signoff.core.runtime import Runtime
 from signoff.store.memory import InMemoryStore
 from tests.helpers import NO_APPROVAL, Recorder, definition, memory_runtime, proposal, stored_run

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from signoff.cli import app
 from signoff.core.clock import ManualClock
-from signoff.core.compiled import ActionRegistry
+from signoff.core.registry import ActionRegistry
 from signoff.core.run import RunStatus
 from signoff.core.runtime import Runtime
 from signoff.store.sql import SqlStore

@@ -9,11 +9,11 @@ import asyncio
 import os
 import sys
 
-from signoff.core.compiled import ActionRegistry
+from signoff.core.registry import ActionRegistry
 from signoff.core.runtime import Runtime
 from signoff.store.memory import InMemoryStore
+from signoff.surfaces.access.caller import IdentityError, make_caller
 from signoff.surfaces.mcp import SignoffMCP, fixed_identity
-from signoff.surfaces.mcp.identity import IdentityError, make_caller
 from signoff.surfaces.mcp.serving import serve_stdio
 from tests.helpers import Recorder, definition
 from tests.surfaces.support import lookup_definition

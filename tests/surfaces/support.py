@@ -18,9 +18,9 @@ from mcp.client.streamable_http import streamable_http_client
 from starlette.applications import Starlette
 
 from signoff import ActionDefinition, ExecutionContext
-from signoff.core.compiled import ActionRegistry
 from signoff.core.definition import IdempotencySpec, PolicySpec
 from signoff.core.ports import AuditEvent, Store
+from signoff.core.registry import ActionRegistry
 from signoff.core.runtime import Runtime
 from signoff.store.memory import InMemoryStore
 from signoff.surfaces.mcp import SignoffMCP, fixed_identity, make_caller

@@ -22,7 +22,9 @@ from mcp.shared.exceptions import MCPError
 from starlette.applications import Starlette
 
 from signoff import Code, ExecutionStatus
-from signoff.surfaces.mcp.auth import JwtConfig, JwtConfigError, JwtVerifier, issue_token
+from signoff.surfaces.access.caller import make_caller
+from signoff.surfaces.access.jwt import JwtConfig, JwtConfigError, JwtVerifier, issue_token
+from signoff.surfaces.access.scopes import DEFAULT_PROPOSE as PROPOSE
 from signoff.surfaces.mcp.http import (
     BearerAuth,
     FixedIdentity,
@@ -30,8 +32,6 @@ from signoff.surfaces.mcp.http import (
     build_http_app,
     signoff_mcp,
 )
-from signoff.surfaces.mcp.identity import make_caller
-from signoff.surfaces.scopes import DEFAULT_PROPOSE as PROPOSE
 from tests.surfaces.support import (
     DEADLINE,
     SECRET,

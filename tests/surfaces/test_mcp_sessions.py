@@ -8,10 +8,10 @@ from dataclasses import dataclass
 import httpx2
 import pytest
 
-from signoff.surfaces.mcp.auth import JwtConfig, JwtVerifier, issue_token
+from signoff.surfaces.access.jwt import JwtConfig, JwtVerifier, issue_token
+from signoff.surfaces.access.scopes import DEFAULT_PROPOSE
 from signoff.surfaces.mcp.http import BearerAuth, HttpOptions, build_http_app
 from signoff.surfaces.mcp.sessions import DEFAULT_IDLE_TIMEOUT, FairSessionManager, SessionLimits
-from signoff.surfaces.scopes import DEFAULT_PROPOSE
 from tests.surfaces.support import DEADLINE, SECRET, running, world
 
 SHARE = 3

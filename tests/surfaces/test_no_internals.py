@@ -20,10 +20,10 @@ from mcp.shared.exceptions import MCPError
 from signoff import Code
 from signoff.core.definition import DenyRule, PolicySpec
 from signoff.core.ports import StoreUnit
-from signoff.manifest.http_executor import HttpExecutor
+from signoff.executors.http.executor import HttpExecutor
 from signoff.store.memory import InMemoryStore
+from signoff.surfaces.access.caller import make_caller
 from signoff.surfaces.mcp import tools
-from signoff.surfaces.mcp.identity import make_caller
 from tests.helpers import NO_APPROVAL, definition
 from tests.surfaces.support import world
 

@@ -18,9 +18,9 @@ from signoff.core.ports import Store
 from signoff.observability import record_undecodable_row
 from signoff.store.sql import SqlStore, create_engine, open_sql_store
 from signoff.store.sql.tables import VERSION_TABLE
+from signoff.surfaces.access.caller import make_caller
 from signoff.surfaces.draining import Draining
 from signoff.surfaces.mcp.http import FixedIdentity, HttpOptions, build_http_app
-from signoff.surfaces.mcp.identity import make_caller
 from signoff.surfaces.ops import Health, ops_routes
 from signoff.surfaces.ops.metrics import MetricsEndpoint
 from tests.surfaces.support import World, http_client, running, world

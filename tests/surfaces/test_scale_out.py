@@ -15,9 +15,9 @@ import httpx2
 import pytest
 
 from signoff import Code, ExecutionStatus
-from signoff.surfaces.mcp.auth import issue_token
+from signoff.surfaces.access.jwt import issue_token
+from signoff.surfaces.access.scopes import DEFAULT_APPROVE, DEFAULT_PROPOSE
 from signoff.surfaces.mcp.tasks import EXTENSION
-from signoff.surfaces.scopes import DEFAULT_APPROVE, DEFAULT_PROPOSE
 from tests.store.conftest import POSTGRES_ENV, scratch_database
 from tests.surfaces.proxy import round_robin
 from tests.surfaces.rawrpc import RawClient

@@ -15,13 +15,13 @@ import pytest
 
 from signoff import Code, ExecutionStatus
 from signoff.core.clock import ManualClock
-from signoff.core.compiled import ActionRegistry
 from signoff.core.ports import Store
+from signoff.core.registry import ActionRegistry
 from signoff.core.run import ApprovalVote
 from signoff.core.runtime import DecisionRequest, Runtime
 from signoff.store.memory import InMemoryStore
+from signoff.surfaces.access.caller import make_caller
 from signoff.surfaces.mcp.http import FixedIdentity, HttpOptions, build_http_app
-from signoff.surfaces.mcp.identity import make_caller
 from signoff.surfaces.mcp.tasks import EXTENSION, TaskIds, task_secret_from_env
 from tests.helpers import LEAD, Recorder, definition
 from tests.surfaces.rawrpc import RawClient

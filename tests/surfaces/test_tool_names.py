@@ -9,7 +9,7 @@ import httpx2
 import pytest
 
 from signoff import Code
-from signoff.core.compiled import ActionRegistry
+from signoff.core.registry import ActionRegistry
 from signoff.core.runtime import Runtime
 from signoff.manifest import load_manifest_dir
 from signoff.store.memory import InMemoryStore

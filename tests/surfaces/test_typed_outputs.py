@@ -11,11 +11,11 @@ import jsonschema
 from mcp import Client
 
 from signoff import Code
-from signoff.core.compiled import ActionRegistry
+from signoff.core.registry import ActionRegistry
 from signoff.core.runtime import Runtime
+from signoff.executors.http import executor as http_module
+from signoff.executors.http.executor import BUILT_IN_CODES
 from signoff.manifest import ProblemCode, load_manifest_dir
-from signoff.manifest import http_executor as http_module
-from signoff.manifest.http_executor import BUILT_IN_CODES
 from signoff.store.memory import InMemoryStore
 from signoff.surfaces.mcp import SignoffMCP, fixed_identity, make_caller
 from tests.manifest.support import edited, only_problem, write
@@ -148,7 +148,7 @@ def test_the_http_executors_built_in_codes_are_all_declared() -> None:
     source = Path(http_module.__file__).parent
     literals = {
         code
-        for name in ("http_executor.py", "http_response.py")
+        for name in ("executor.py", "response.py")
         for code in re.findall(r'"(HTTP_[A-Z_]+)"', (source / name).read_text())
     }
     assert literals == set(BUILT_IN_CODES)

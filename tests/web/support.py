@@ -16,14 +16,14 @@ from starlette.applications import Starlette
 from signoff import ActionDefinition, ActionOutcome, ExecutionContext, Principal
 from signoff.app import Settings, assemble
 from signoff.core.clock import ManualClock
-from signoff.core.compiled import ActionRegistry
 from signoff.core.definition import ApprovalSpec, Escalation
 from signoff.core.ports import Store
+from signoff.core.registry import ActionRegistry
 from signoff.core.runtime import Runtime
 from signoff.store.memory import InMemoryStore
-from signoff.surfaces.mcp.auth import JwtConfig, JwtVerifier, issue_token
+from signoff.surfaces.access.jwt import JwtConfig, JwtVerifier, issue_token
+from signoff.surfaces.access.scopes import DEFAULT_APPROVE
 from signoff.surfaces.mcp.http import BearerAuth, HttpOptions, build_http_app
-from signoff.surfaces.scopes import DEFAULT_APPROVE
 from signoff.surfaces.web import WebConfig, WebNotifications, build_web
 from signoff.surfaces.web.links import DecisionLinks
 from tests.helpers import LARGE, NO_APPROVAL, Recorder, definition, proposal

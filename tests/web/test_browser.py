@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from signoff import Code, ExecutionStatus
-from signoff.surfaces.scopes import DEFAULT_PROPOSE as PROPOSE
+from signoff.surfaces.access.scopes import DEFAULT_PROPOSE as PROPOSE
 from tests.surfaces.support import http_client, running
 from tests.web.support import Site, site_for_tests, token
 

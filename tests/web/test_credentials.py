@@ -14,9 +14,14 @@ import pytest
 
 from signoff import Code
 from signoff.core.run import RunStatus
-from signoff.surfaces.mcp.auth import JwtConfig, JwtVerifier, issue_token
+from signoff.surfaces.access.jwt import JwtConfig, JwtVerifier, issue_token
+from signoff.surfaces.access.scopes import (
+    DEFAULT_APPROVE,
+    DEFAULT_PROPOSE,
+    ScopeConfigError,
+    Scopes,
+)
 from signoff.surfaces.mcp.http import BearerAuth, HttpOptions, build_http_app
-from signoff.surfaces.scopes import DEFAULT_APPROVE, DEFAULT_PROPOSE, ScopeConfigError, Scopes
 from signoff.surfaces.web import build_web
 from tests.surfaces.support import running
 from tests.web.support import JWT_SECRET, Site, build_site, hidden, web_config

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from signoff import ActionProposal, Channel, Code, Principal, ProposerType
 from signoff.app import Application, Settings, build_application
 from signoff.cli import app as cli
-from signoff.surfaces.mcp.auth import JwtConfig, JwtVerifier
+from signoff.surfaces.access.jwt import JwtConfig, JwtVerifier
 from signoff.surfaces.mcp.http import BearerAuth, HttpOptions, build_http_app
 from signoff.surfaces.web import build_web
 from tests.store.conftest import run_isolated

@@ -15,7 +15,7 @@ import httpx2
 import jwt
 import pytest
 
-from signoff.surfaces.scopes import DEFAULT_APPROVE, DEFAULT_PROPOSE
+from signoff.surfaces.access.scopes import DEFAULT_APPROVE, DEFAULT_PROPOSE
 from tests.surfaces.support import running
 from tests.web.support import JWT_SECRET, Site, build_site, hidden
 

@@ -10,7 +10,7 @@ import pytest
 
 from signoff import Code, Principal, RunStatus
 from signoff.core.identity import Channel
-from signoff.surfaces.mcp.identity import Caller
+from signoff.surfaces.access.caller import Caller
 from signoff.surfaces.web.session import Sessions
 from tests.helpers import stored_run
 from tests.web.support import SESSION_SECRET, Site, hidden, token

@@ -12,7 +12,7 @@ import pytest
 from signoff import Code, RunStatus
 from signoff.app import Settings, start_application
 from signoff.core.clock import ManualClock
-from signoff.core.compiled import ActionRegistry
+from signoff.core.registry import ActionRegistry
 from signoff.maintenance import Maintenance, maintenance
 from signoff.store.memory import InMemoryStore, InMemoryWorkerRegistry
 from tests.helpers import LARGE, SMALL, Recorder, proposal, stored_run

@@ -9,13 +9,13 @@ import httpx
 import pytest
 
 from signoff import Code, ExecutionStatus
-from signoff.core.compiled import ActionRegistry
 from signoff.core.identity import Channel
+from signoff.core.registry import ActionRegistry
 from signoff.core.runtime import Runtime
 from signoff.store.memory import InMemoryStore
-from signoff.surfaces.mcp.auth import JwtConfig, JwtVerifier
+from signoff.surfaces.access.jwt import JwtConfig, JwtVerifier
+from signoff.surfaces.access.scopes import DEFAULT_PROPOSE
 from signoff.surfaces.mcp.http import BearerAuth, HttpOptions, build_http_app
-from signoff.surfaces.scopes import DEFAULT_PROPOSE
 from signoff.surfaces.web import build_web
 from tests.core.test_repair import APPROVAL_ROLES, Flaky
 from tests.helpers import definition, proposal

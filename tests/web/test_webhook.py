@@ -153,7 +153,7 @@ async def test_a_hanging_webhook_does_not_hold_up_proposals_or_decisions() -> No
 def test_a_web_surface_with_a_webhook_but_no_connected_notifier_is_refused() -> None:
     """The notifier is the application's (``build_application(notifier=...)``); the web surface
     can neither install one nor silently drop the configured one."""
-    from signoff.core.compiled import ActionRegistry
+    from signoff.core.registry import ActionRegistry
     from signoff.core.runtime import Runtime
     from signoff.store.memory import InMemoryStore
     from signoff.surfaces.web import build_web

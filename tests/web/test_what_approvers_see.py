@@ -92,3 +92,16 @@ async def test_another_approvers_reason_is_shown_with_its_hidden_characters_visi
             shown = await second.get(f"/approvals/runs/{pending.run_id}")
     assert "\u202e" not in shown.text
     assert "checked ⟨U+202E⟩IBAN 1234⟨U+202C⟩" in shown.text
+
+
+async def test_a_refused_decision_page_still_masks_sensitive_values(site: Site) -> None:
+    pending = await site.propose({"invoice_id": "INV-74", "amount": 4200, "reason": "Jane Doe"})
+    async with site.client() as http:
+        await sign_in(http, token(**LEAD))
+        page = await http.get(f"/approvals/runs/{pending.run_id}")
+        form = {"csrf": hidden(page.text, "csrf"), "decision": "approve", "reason": "ok"}
+        first = await http.post(f"/approvals/runs/{pending.run_id}/decide", data=form)
+        again = await http.post(f"/approvals/runs/{pending.run_id}/decide", data=form)
+    assert first.status_code == 303
+    assert again.status_code >= 400 and 'id="decision-result"' in again.text
+    assert "Jane Doe" not in page.text and "Jane Doe" not in again.text

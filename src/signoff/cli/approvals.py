@@ -36,7 +36,7 @@ from signoff.core.codes import Code, ExecutionStatus
 from signoff.core.identity import Channel
 from signoff.core.results import ActionOutcome
 from signoff.core.run import MAX_REASON_CHARS, ActionRun, ApprovalVote
-from signoff.surfaces.mcp.identity import Caller, IdentityError, make_caller
+from signoff.surfaces.access.caller import Caller, IdentityError, make_caller
 from signoff.surfaces.web.views import describe, input_fields, pending_for, relative, run_json
 
 T = TypeVar("T")

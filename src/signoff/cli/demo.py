@@ -30,7 +30,8 @@ from signoff.cli.options import (
 )
 from signoff.cli.plumbing import fail
 from signoff.store.factory import MEMORY_URL
-from signoff.surfaces.mcp.auth import JwtConfig, JwtVerifier, issue_token
+from signoff.surfaces.access.jwt import JwtConfig, JwtVerifier, issue_token
+from signoff.surfaces.access.scopes import Scopes
 from signoff.surfaces.mcp.http import (
     BearerAuth,
     HttpOptions,
@@ -39,7 +40,6 @@ from signoff.surfaces.mcp.http import (
     signoff_mcp,
 )
 from signoff.surfaces.mcp.serving import serve_http
-from signoff.surfaces.scopes import Scopes
 from signoff.surfaces.web import WebConfig, WebNotifications, build_web
 
 DEMO_TENANT = "demo"

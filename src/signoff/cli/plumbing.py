@@ -18,8 +18,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from signoff.app import Application, Settings, build_application, load_registry
-from signoff.core.compiled import ActionRegistry
 from signoff.core.ports import Store
+from signoff.core.registry import ActionRegistry
 from signoff.manifest import ManifestErrors
 from signoff.store.errors import StoreError
 from signoff.store.factory import MEMORY_URL, open_store

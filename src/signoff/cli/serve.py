@@ -28,8 +28,10 @@ from signoff.cli.serve_settings import ServeSettings, Transport, settings_proble
 from signoff.observability.logs import LogFormat, configure_logging
 from signoff.observability.observer import OperationsObserver
 from signoff.observability.tracing import configure_tracing, shutdown_tracing
+from signoff.surfaces.access.caller import Caller, IdentityError, make_caller
+from signoff.surfaces.access.jwt import JwtConfig, JwtConfigError, JwtVerifier
+from signoff.surfaces.access.scopes import ScopeConfigError, Scopes
 from signoff.surfaces.draining import Draining
-from signoff.surfaces.mcp.auth import JwtConfig, JwtConfigError, JwtVerifier
 from signoff.surfaces.mcp.http import (
     BearerAuth,
     FixedIdentity,
@@ -40,14 +42,13 @@ from signoff.surfaces.mcp.http import (
     is_loopback,
     signoff_mcp,
 )
-from signoff.surfaces.mcp.identity import Caller, IdentityError, fixed_identity, make_caller
+from signoff.surfaces.mcp.identity import fixed_identity
 from signoff.surfaces.mcp.server import SignoffMCP
 from signoff.surfaces.mcp.serving import serve_http, serve_stdio
 from signoff.surfaces.mcp.sessions import SessionLimits
 from signoff.surfaces.mcp.tasks import task_secret_from_env
 from signoff.surfaces.ops import Health, ops_routes
 from signoff.surfaces.ops.metrics import MetricsEndpoint
-from signoff.surfaces.scopes import ScopeConfigError, Scopes
 from signoff.surfaces.web import WebConfig, WebConfigError, WebNotifications, build_web
 
 logger = logging.getLogger(__name__)

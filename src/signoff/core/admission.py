@@ -17,11 +17,11 @@ from typing import Any
 
 from signoff.core.clock import new_token
 from signoff.core.codes import Code
-from signoff.core.compiled import CompiledAction, validate_input
 from signoff.core.definition import DuplicateVisibility, KeyRequirement
 from signoff.core.identity import is_valid_idempotency_key
 from signoff.core.observe import NO_OBSERVER, StageScope
 from signoff.core.policy import PolicyDecision, PolicyInput, evaluate_policy
+from signoff.core.registry import CompiledAction, validate_input
 from signoff.core.results import ExecutionResult
 from signoff.core.run import ActionRun, ApprovalState, DuplicateScope
 

@@ -15,9 +15,9 @@ from typing import Any
 
 from signoff.core import admission
 from signoff.core.codes import Code
-from signoff.core.compiled import CompiledAction
 from signoff.core.input_limits import check_input
 from signoff.core.policy import evaluate_policy
+from signoff.core.registry import CompiledAction
 from signoff.core.run import ActionRun, Amendment
 
 MAX_AMENDED_FIELDS = 32

@@ -15,17 +15,18 @@ from typing import Any
 
 from signoff.core import admission, limit_stage
 from signoff.core.amendments import AmendmentRefused, amended
+from signoff.core.answers import outcome_of, terminal_status_for
 from signoff.core.approval_digest import short_digest
+from signoff.core.audit_events import Actor, AuditKind, Decision
 from signoff.core.background import Notifications
 from signoff.core.codes import Code
-from signoff.core.compiled import ActionRegistry, CompiledAction
 from signoff.core.definition import ExecutorMode
 from signoff.core.dispatcher import Dispatcher
 from signoff.core.identity import Channel, Principal
 from signoff.core.ledger import MAX_CAS_ATTEMPTS, RunLedger
 from signoff.core.limits import LimitDecision
-from signoff.core.outcomes import Actor, AuditKind, Decision, outcome_of, terminal_status_for
 from signoff.core.ports import Clock
+from signoff.core.registry import ActionRegistry, CompiledAction
 from signoff.core.results import ActionOutcome, ExecutionResult
 from signoff.core.run import (
     ActionRun,
@@ -353,20 +354,10 @@ class Approvals:
         waiting runs ``limit`` at a time, oldest first, to the end (a flood of new requests never
         shields an old one). Returns how many it moved."""
         moved = 0
-        cursor: str | None = None
-        while True:
-            page = await self._ledger.runs(
-                statuses=[RunStatus.WAITING_APPROVAL],
-                limit=limit,
-                after_run_id=cursor,
-                oldest_first=True,
-            )
-            for run in page:
-                cursor = run.run_id
-                if self.overdue(run) and await self.expire(run):
-                    moved += 1
-            if len(page) < limit:
-                return moved
+        async for run in self._ledger.every(RunStatus.WAITING_APPROVAL, limit):
+            if self.overdue(run) and await self.expire(run):
+                moved += 1
+        return moved
 
     async def dispatch_approved(self, limit: int = 200) -> int:
         """A serving process's chore: resume every run approved without dispatch (a CLI decision
@@ -374,23 +365,12 @@ class Approvals:
         re-validate, re-evaluate policy, guard, dispatch. The compare-and-set into RUNNING lets
         exactly one process dispatch it. Returns how many this call resumed."""
         resumed = 0
-        cursor: str | None = None
-        while True:
-            page = await self._ledger.runs(
-                statuses=[RunStatus.WAITING_APPROVAL],
-                limit=limit,
-                after_run_id=cursor,
-                oldest_first=True,
-            )
-            for run in page:
-                cursor = run.run_id
-                state = run.approval
-                if state is None or state.approved_at is None:
-                    continue
-                action = self._registry.resolve(run.action_id)
-                last = state.approvals()[-1].approver_id if state.approvals() else "signoff"
-                outcome = await self._resume(run, action, state, last, {"via": "dispatch_approved"})
-                if outcome is not None:
-                    resumed += 1
-            if len(page) < limit:
-                return resumed
+        async for run in self._ledger.every(RunStatus.WAITING_APPROVAL, limit):
+            state = run.approval
+            if state is None or state.approved_at is None:
+                continue
+            action = self._registry.resolve(run.action_id)
+            last = state.approvals()[-1].approver_id if state.approvals() else "signoff"
+            outcome = await self._resume(run, action, state, last, {"via": "dispatch_approved"})
+            resumed += outcome is not None
+        return resumed

@@ -15,8 +15,8 @@ import logging
 from collections.abc import Awaitable, Coroutine
 from typing import Any, TypeVar
 
+from signoff.core.audit_events import Decision
 from signoff.core.ledger import RunLedger
-from signoff.core.outcomes import Decision
 from signoff.core.ports import Notifier
 from signoff.core.run import ActionRun
 

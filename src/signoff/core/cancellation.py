@@ -8,13 +8,14 @@ what happened to the request.
 
 from __future__ import annotations
 
+from signoff.core.answers import not_found, outcome_of
 from signoff.core.approvals import Approvals
+from signoff.core.audit_events import AuditKind
 from signoff.core.codes import Code
 from signoff.core.definition import ExecutorMode
 from signoff.core.external import External
 from signoff.core.identity import Principal
 from signoff.core.ledger import MAX_CAS_ATTEMPTS, RunLedger
-from signoff.core.outcomes import AuditKind, not_found, outcome_of
 from signoff.core.results import ActionOutcome, ExecutionResult
 from signoff.core.run import ActionRun, RunStatus
 

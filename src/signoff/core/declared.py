@@ -17,7 +17,7 @@ without ``spec.output`` are not checked.
 from __future__ import annotations
 
 from signoff.core.codes import Code, ExecutionStatus
-from signoff.core.compiled import CompiledAction, output_mismatch
+from signoff.core.registry import CompiledAction, output_mismatch
 from signoff.core.results import ExecutionResult, GuardDecision
 
 

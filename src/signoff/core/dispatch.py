@@ -13,10 +13,10 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from signoff.core.codes import Code, ExecutionStatus
-from signoff.core.compiled import CompiledAction
 from signoff.core.declared import checked_decision, checked_result
 from signoff.core.definition import Hook
 from signoff.core.disclosure import exception_detail
+from signoff.core.registry import CompiledAction
 from signoff.core.results import ExecutionContext, ExecutionResult, GuardDecision
 from signoff.core.run import ActionRun
 

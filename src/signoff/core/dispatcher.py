@@ -20,9 +20,10 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime
 
+from signoff.core.answers import outcome_of
+from signoff.core.audit_events import AuditKind
 from signoff.core.clock import new_token
 from signoff.core.codes import Code
-from signoff.core.compiled import CompiledAction
 from signoff.core.definition import ExecutorMode
 from signoff.core.dispatch import (
     AsyncLane,
@@ -33,8 +34,8 @@ from signoff.core.dispatch import (
 )
 from signoff.core.ledger import RunLedger
 from signoff.core.observe import NO_OBSERVER, RuntimeObserver
-from signoff.core.outcomes import AuditKind, outcome_of
 from signoff.core.ports import Clock
+from signoff.core.registry import CompiledAction
 from signoff.core.results import ActionOutcome, ExecutionContext, ExecutionResult
 from signoff.core.retry import Retrier, Sleeper
 from signoff.core.run import ActionRun, ApprovalState, DuplicateScope, RunChanges, RunStatus

@@ -10,17 +10,17 @@ operation id.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from signoff.core.answers import outcome_of
+from signoff.core.audit_events import Actor, AuditKind
 from signoff.core.codes import Code, ExecutionStatus, RetryDisposition
-from signoff.core.compiled import ActionRegistry
 from signoff.core.definition import ExecutorMode, OrphanPolicy
 from signoff.core.dispatch import call_hook, context_for, normalize_result
 from signoff.core.ledger import MAX_CAS_ATTEMPTS, RunLedger
-from signoff.core.outcomes import Actor, AuditKind, outcome_of
 from signoff.core.ports import Clock
+from signoff.core.registry import ActionRegistry
 from signoff.core.results import ActionOutcome, ExecutionResult
 from signoff.core.run import ActionRun, RunStatus
 
@@ -115,7 +115,7 @@ class External:
         ``limit`` at a time, oldest first, through all of them."""
         now = self._clock.now()
         handled = 0
-        async for run in self._waiting(limit):
+        async for run in self._ledger.every(RunStatus.WAITING_EXTERNAL, limit):
             if run.deadline_at is None or run.deadline_at > now:
                 continue
             action = self._registry.resolve(run.action_id)
@@ -131,18 +131,3 @@ class External:
                 )
             handled += outcome is not None
         return handled
-
-    async def _waiting(self, limit: int) -> AsyncIterator[ActionRun]:
-        cursor: str | None = None
-        while True:
-            page = await self._ledger.runs(
-                statuses=[RunStatus.WAITING_EXTERNAL],
-                limit=limit,
-                after_run_id=cursor,
-                oldest_first=True,
-            )
-            for run in page:
-                cursor = run.run_id
-                yield run
-            if len(page) < limit:
-                return

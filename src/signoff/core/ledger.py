@@ -11,14 +11,15 @@ Collaborators decide *what* to write; the ledger decides nothing about governanc
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import datetime
 from typing import Any
 
+from signoff.core.answers import outcome_of, terminal_status_for
+from signoff.core.audit_events import AuditKind, event
 from signoff.core.limit_stage import releases
 from signoff.core.limits import LimitCheck, LimitDecision, LimitUsage, current_usage, reserve
 from signoff.core.observe import NO_OBSERVER, RuntimeObserver
-from signoff.core.outcomes import AuditKind, event, outcome_of, terminal_status_for
 from signoff.core.ports import AuditEvent, Clock, DuplicateEntry, Liveness, Store
 from signoff.core.results import ActionOutcome, ExecutionResult
 from signoff.core.run import ActionRun, ApprovalState, DuplicateScope, RunStatus
@@ -81,6 +82,20 @@ class RunLedger:
                 oldest_first=oldest_first,
                 principal_id=principal_id,
             )
+
+    async def every(self, status: RunStatus, page: int) -> AsyncIterator[ActionRun]:
+        """Every run of every tenant in ``status``, oldest first, read ``page`` at a time to the
+        end (housekeeping: a flood of new runs never shields an old one)."""
+        cursor: str | None = None
+        while True:
+            batch = await self.runs(
+                statuses=[status], limit=page, after_run_id=cursor, oldest_first=True
+            )
+            for run in batch:
+                cursor = run.run_id
+                yield run
+            if len(batch) < page:
+                return
 
     async def trail(self, run_id: str) -> list[AuditEvent]:
         async with self._store.unit() as unit:

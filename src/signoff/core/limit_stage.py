@@ -21,9 +21,9 @@ from datetime import datetime
 from signoff.core import admission
 from signoff.core.approval_digest import approval_digest
 from signoff.core.codes import Code
-from signoff.core.compiled import CompiledAction
 from signoff.core.limits import LimitCheck, LimitDecision, subject_of
 from signoff.core.policy import PolicyInput, cel_variables
+from signoff.core.registry import CompiledAction
 from signoff.core.results import ExecutionResult
 from signoff.core.run import ActionRun, ApprovalState, RunStatus
 

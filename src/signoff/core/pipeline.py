@@ -19,20 +19,21 @@ import logging
 from datetime import datetime
 
 from signoff.core import admission, limit_stage
+from signoff.core.answers import outcome_of, terminal_status_for
+from signoff.core.audit_events import AuditKind, event
 from signoff.core.background import Notifications
 from signoff.core.clock import new_run_id
 from signoff.core.codes import Code, ExecutionStatus, RetryDisposition
-from signoff.core.compiled import ActionRegistry
 from signoff.core.definition import ExecutorMode
 from signoff.core.dispatcher import Dispatcher
 from signoff.core.input_limits import DEFAULT_LIMITS, InputLimits, screen, storable_key
 from signoff.core.ledger import RunLedger
 from signoff.core.limits import LimitDecision
 from signoff.core.observe import NO_OBSERVER, RuntimeObserver
-from signoff.core.outcomes import AuditKind, event, outcome_of, terminal_status_for
 from signoff.core.ports import AuditEvent, Clock, DuplicateEntry, DuplicateState
 from signoff.core.preview import run_preview
 from signoff.core.proposal import ActionProposal, canonical_hash
+from signoff.core.registry import ActionRegistry
 from signoff.core.results import ActionOutcome, ExecutionResult
 from signoff.core.run import ActionRun, RunStatus
 

@@ -8,9 +8,9 @@ from typing import Any
 
 from signoff.core.cel_expr import CelEvaluationError
 from signoff.core.codes import Code
-from signoff.core.compiled import CompiledAction
 from signoff.core.disclosure import exception_detail
 from signoff.core.identity import Channel, Principal, ProposerType
+from signoff.core.registry import CompiledAction
 from signoff.core.results import ExecutionResult
 
 

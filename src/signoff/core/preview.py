@@ -13,9 +13,9 @@ import json
 from datetime import datetime
 
 from signoff.core.codes import Code, ExecutionStatus
-from signoff.core.compiled import CompiledAction
 from signoff.core.dispatch import call_hook, normalize_result
 from signoff.core.proposal import canonical_hash
+from signoff.core.registry import CompiledAction
 from signoff.core.results import ExecutionContext, ExecutionResult
 from signoff.core.run import ActionRun, PreviewRecord
 

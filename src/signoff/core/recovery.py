@@ -25,14 +25,14 @@ from datetime import timedelta
 
 from signoff.core import admission
 from signoff.core.approvals import Approvals
+from signoff.core.audit_events import Actor, AuditKind
 from signoff.core.codes import Code
-from signoff.core.compiled import ActionRegistry
 from signoff.core.definition import ExecutorMode
 from signoff.core.dispatcher import Dispatcher
 from signoff.core.external import External
 from signoff.core.ledger import RunLedger
-from signoff.core.outcomes import Actor, AuditKind
 from signoff.core.ports import Clock, Liveness
+from signoff.core.registry import ActionRegistry
 from signoff.core.results import ExecutionResult
 from signoff.core.run import ActionRun, RunStatus
 

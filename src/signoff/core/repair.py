@@ -22,15 +22,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from signoff.core import admission
+from signoff.core.answers import not_found, outcome_of, terminal_status_for
+from signoff.core.audit_events import AuditKind, event
 from signoff.core.clock import new_run_id
 from signoff.core.codes import Code, ExecutionStatus, RetryDisposition
-from signoff.core.compiled import ActionRegistry, CompiledAction
 from signoff.core.definition import ExecutorMode
 from signoff.core.dispatcher import Dispatcher
 from signoff.core.identity import Channel, Principal
 from signoff.core.ledger import RunLedger
-from signoff.core.outcomes import AuditKind, event, not_found, outcome_of, terminal_status_for
 from signoff.core.ports import Clock
+from signoff.core.registry import ActionRegistry, CompiledAction
 from signoff.core.results import ActionOutcome
 from signoff.core.run import ActionRun, RunStatus
 

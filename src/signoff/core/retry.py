@@ -28,8 +28,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from signoff.core.codes import ExecutionStatus, RetryDisposition
-from signoff.core.compiled import CompiledAction
 from signoff.core.dispatch import run_executor
+from signoff.core.registry import CompiledAction
 from signoff.core.results import ExecutionContext, ExecutionResult
 
 Sleeper = Callable[[float], Awaitable[None]]

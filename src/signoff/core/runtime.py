@@ -14,29 +14,28 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from signoff.core.answers import not_found
 from signoff.core.approvals import Approvals, DecisionRequest, DecisionResult
 from signoff.core.background import Background, Notifications
 from signoff.core.cancellation import Cancellation
 from signoff.core.clock import SystemClock, new_token
 from signoff.core.codes import Code
-from signoff.core.compiled import ActionRegistry, CompiledAction
-from signoff.core.definition import ActionDefinition
 from signoff.core.dispatch import AsyncLane
 from signoff.core.dispatcher import Dispatcher
 from signoff.core.external import CompletionResult, External
 from signoff.core.identity import Principal
 from signoff.core.input_limits import DEFAULT_LIMITS, InputLimits
 from signoff.core.ledger import RunLedger
-from signoff.core.limits import LimitCheck, LimitSubject, LimitUsage, subject_of
+from signoff.core.limits import LimitUsage
 from signoff.core.observe import NO_OBSERVER, DecisionReport, RuntimeObserver, call_report
-from signoff.core.outcomes import not_found, outcome_of
 from signoff.core.pipeline import Pipeline
 from signoff.core.ports import AuditEvent, Clock, Notifier, Store
 from signoff.core.proposal import ActionProposal
+from signoff.core.reads import RunPage, RunReads
 from signoff.core.recovery import WORKER_TTL, Recovery, RecoveryReport
+from signoff.core.registry import ActionRegistry, CompiledAction
 from signoff.core.repair import Repair, RepairRequest
 from signoff.core.results import ActionOutcome, ExecutionResult
 from signoff.core.retry import Sleeper
@@ -45,8 +44,6 @@ from signoff.core.visibility import (
     Reader,
     approver_may_address,
     masked_outcome,
-    masked_run,
-    may_read,
 )
 
 __all__ = [
@@ -60,14 +57,6 @@ __all__ = [
 
 DEFAULT_PENDING_PER_PRINCIPAL = 100
 """How many of one principal's requests may wait for approval at once (contract §9)."""
-
-
-@dataclass(frozen=True, slots=True)
-class RunPage:
-    """Runs a reader may see, and where the next page starts (``None``: nothing more)."""
-
-    runs: list[ActionRun]
-    cursor: str | None
 
 
 class Runtime:
@@ -106,6 +95,7 @@ class Runtime:
         self._external = External(registry, self._ledger, self._clock)
         self._cancellation = Cancellation(self._ledger, self._approvals, self._external)
         self._repair = Repair(registry, self._ledger, self._dispatcher, self._clock)
+        self._reads = RunReads(registry, self._ledger, self._approvals, self._clock)
         self._recovery = Recovery(
             registry,
             self._ledger,
@@ -206,7 +196,7 @@ class Runtime:
             self._cancellation.cancel(run_id, tenant_id, principal)
         )
         run = await self._ledger.load_in(run_id, tenant_id)
-        return self._shown(outcome, run) if run is not None else outcome
+        return self._reads.shown(outcome, run) if run is not None else outcome
 
     async def complete(
         self,
@@ -226,35 +216,24 @@ class Runtime:
         )
 
     # ------------------------------------------------------------------- reads
-    # With a ``reader`` (every surface) a read answers only what ``core.visibility`` lets that
-    # reader see, with sensitive values masked; anything else reads exactly like a missing run.
-    # Without one (operator tools, trusted in-process code) the tenant alone scopes the read.
+    # Scoped to a tenant and, with a ``reader`` (every surface), to what it may see (``reads.py``).
     async def get(
         self, run_id: str, tenant_id: str, *, reader: Reader | None = None
     ) -> ActionOutcome | None:
         """The run's outcome, or ``None`` when it does not exist in this tenant (never disclosed)."""
-        run = await self.get_run(run_id, tenant_id, reader=reader)
-        return self._shown(outcome_of(run), run) if run is not None else None
+        return await self._reads.get(run_id, tenant_id, reader=reader)
 
     async def get_run(
         self, run_id: str, tenant_id: str, *, reader: Reader | None = None
     ) -> ActionRun | None:
         """The stored run in this tenant; an approval past its deadline reads as expired."""
-        run = await self._ledger.load_in(run_id, tenant_id)
-        if run is None or not self._visible(run, tenant_id, reader):
-            return None
-        run = await self._approvals.settled(run)
-        return self._masked(run) if reader is not None else run
+        return await self._reads.get_run(run_id, tenant_id, reader=reader)
 
     async def wait(
         self, run_id: str, tenant_id: str, timeout: float, *, reader: Reader | None = None
     ) -> ActionOutcome | None:
         """Long-poll: return once the run changes or reaches a final state, or at ``timeout``."""
-        run = await self.get_run(run_id, tenant_id, reader=reader)
-        if run is None or run.is_terminal or timeout <= 0:
-            return self._shown(outcome_of(run), run) if run is not None else None
-        await self._ledger.wait_for_change(run_id, run.version, timeout)
-        return await self.get(run_id, tenant_id, reader=reader)
+        return await self._reads.wait(run_id, tenant_id, timeout, reader=reader)
 
     async def list_runs(
         self,
@@ -266,10 +245,9 @@ class Runtime:
         after_run_id: str | None = None,
         oldest_first: bool = False,
     ) -> list[ActionRun]:
-        """One page of the tenant's stored runs, unscoped (operator tools): newest first, or
-        ``oldest_first``; ``before_run_id``/``after_run_id`` continue."""
-        return await self._ledger.runs(
-            tenant_id=tenant_id,
+        """One page of the tenant's stored runs, unscoped (operator tools)."""
+        return await self._reads.list_runs(
+            tenant_id,
             statuses=statuses,
             limit=limit,
             before_run_id=before_run_id,
@@ -288,49 +266,20 @@ class Runtime:
         oldest_first: bool = False,
         scan_pages: int = 10,
     ) -> RunPage:
-        """Up to ``limit`` runs ``reader`` may see (masked), scanning at most ``scan_pages`` store
-        pages; ``RunPage.cursor`` continues after the last run scanned (``None``: no more)."""
-        found: list[ActionRun] = []
-        for _ in range(scan_pages):
-            batch = await self.list_runs(
-                tenant_id,
-                statuses=statuses,
-                limit=limit,
-                before_run_id=None if oldest_first else cursor,
-                after_run_id=cursor if oldest_first else None,
-                oldest_first=oldest_first,
-            )
-            for run in batch:
-                cursor = run.run_id
-                if self._visible(run, tenant_id, reader):
-                    found.append(self._masked(run))
-                    if len(found) >= limit:
-                        return RunPage(found, cursor)
-            if len(batch) < limit:
-                return RunPage(found, None)
-        return RunPage(found, cursor)
-
-    def _visible(self, run: ActionRun, tenant_id: str, reader: Reader | None) -> bool:
-        if run.tenant_id != tenant_id:
-            return False
-        return reader is None or may_read(run, reader, self._definition(run))
-
-    def _definition(self, run: ActionRun) -> ActionDefinition | None:
-        action = self._registry.resolve(run.action_id)
-        return action.definition if action is not None else None
-
-    def _masked(self, run: ActionRun) -> ActionRun:
-        return masked_run(run, self._definition(run))
-
-    def _shown(self, outcome: ActionOutcome, run: ActionRun) -> ActionOutcome:
-        return masked_outcome(outcome, self._definition(run))
+        """Up to ``limit`` runs ``reader`` may see (masked); ``RunPage.cursor`` continues."""
+        return await self._reads.page_runs(
+            tenant_id,
+            reader,
+            statuses=statuses,
+            limit=limit,
+            cursor=cursor,
+            oldest_first=oldest_first,
+            scan_pages=scan_pages,
+        )
 
     async def audit_trail(self, run_id: str, tenant_id: str) -> list[AuditEvent]:
-        """The run's audit events in order; none when it does not exist in this tenant (every
-        stored run has at least its proposal)."""
-        if await self._ledger.load_in(run_id, tenant_id) is None:
-            return []
-        return await self._ledger.trail(run_id)
+        """The run's audit events in order; none when it does not exist in this tenant."""
+        return await self._reads.audit_trail(run_id, tenant_id)
 
     async def limit_usage(
         self,
@@ -340,23 +289,10 @@ class Runtime:
         principal_id: str | None = None,
         resource: str | None = None,
     ) -> list[LimitUsage] | None:
-        """The current usage of ``action_id``'s limits for the given subject (limits per
-        principal need ``principal_id``, per resource ``resource``); ``None``: no such action."""
-        action = self._registry.resolve(action_id)
-        if action is None:
-            return None
-        checks = [
-            LimitCheck(
-                spec,
-                action_id,
-                tenant_id,
-                subject_of(spec, tenant_id, principal_id or "", resource),
-            )
-            for spec in action.definition.limits
-            if (spec.per is not LimitSubject.PRINCIPAL or principal_id is not None)
-            and (spec.per is not LimitSubject.RESOURCE or resource is not None)
-        ]
-        return await self._ledger.limit_usage(checks, self._clock.now())
+        """The current usage of ``action_id``'s limits for a subject; ``None``: no such action."""
+        return await self._reads.limit_usage(
+            action_id, tenant_id, principal_id=principal_id, resource=resource
+        )
 
     def action(self, action_id: str) -> CompiledAction | None:
         """The registered action by id, as currently loaded."""

@@ -4,10 +4,10 @@
 file, line and field path of every problem in every file.
 """
 
+from signoff.executors.http.executor import HttpExecutor
 from signoff.manifest.build import LoadedAction
 from signoff.manifest.cases import CaseResult, run_cases
 from signoff.manifest.errors import ManifestErrors, ManifestProblem, ProblemCode
-from signoff.manifest.http_executor import HttpExecutor
 from signoff.manifest.loader import ManifestSet, load_manifest_dir, load_manifests
 from signoff.manifest.reload import ManifestReloader
 from signoff.manifest.schema import manifest_json_schema, shipped_schema_text

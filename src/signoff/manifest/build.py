@@ -11,7 +11,6 @@ from typing import Any
 from pydantic import ValidationError
 
 from signoff.core.codes import ExecutionStatus, RetryDisposition
-from signoff.core.compiled import CompiledAction, InvalidDefinition, compile_action
 from signoff.core.definition import (
     ActionDefinition,
     ApprovalSpec,
@@ -27,10 +26,11 @@ from signoff.core.definition import (
     RetrySpec,
 )
 from signoff.core.limits import LimitSpec, LimitSubject, OnExceed
+from signoff.core.registry import CompiledAction, InvalidDefinition, compile_action
+from signoff.executors.http.executor import HttpExecutor
+from signoff.executors.http.response import PASS_THROUGH, CodeRule, ResponseSpec
+from signoff.executors.http.template import parse_reference
 from signoff.manifest.errors import ManifestProblem, ProblemCode
-from signoff.manifest.http_executor import HttpExecutor
-from signoff.manifest.http_response import PASS_THROUGH, CodeRule, ResponseSpec
-from signoff.manifest.http_template import parse_reference
 from signoff.manifest.meaning import DocumentCheck
 from signoff.manifest.model import Manifest, ResultSpec, Retry
 from signoff.manifest.shape import document_path

@@ -7,11 +7,11 @@ from datetime import UTC, datetime
 
 from signoff.core.admission import admit
 from signoff.core.codes import Code
-from signoff.core.compiled import CompiledAction
 from signoff.core.identity import Channel, Principal, ProposerType
 from signoff.core.limit_stage import checks_for
 from signoff.core.limits import LimitDecision, measure_totals
 from signoff.core.policy import PolicyInput
+from signoff.core.registry import CompiledAction
 from signoff.core.results import ExecutionResult
 from signoff.core.run import ActionRun
 from signoff.manifest.loader import ManifestSet

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from signoff.executors.http.executor import BODYLESS_METHODS, RESERVED_HEADERS, RESERVED_PREFIX
+from signoff.executors.http.template import REFERENCE, Reference, references
 from signoff.manifest.env import redacted_url
 from signoff.manifest.errors import ProblemCode
-from signoff.manifest.http_executor import BODYLESS_METHODS, RESERVED_HEADERS, RESERVED_PREFIX
-from signoff.manifest.http_template import REFERENCE, Reference, references
 from signoff.manifest.shape import suggest
 from signoff.manifest.source import FieldPath
 

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from signoff.core.compiled import CompiledAction
 from signoff.core.definition import tool_name
+from signoff.core.registry import CompiledAction
 from signoff.manifest.build import LoadedAction, build_action
 from signoff.manifest.errors import ManifestErrors, ManifestProblem, ProblemCode
 from signoff.manifest.hooks import add_import_root

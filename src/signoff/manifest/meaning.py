@@ -13,9 +13,9 @@ from typing import Any
 
 from signoff.core.codes import Code
 from signoff.core.visibility import PointerError, parse_sensitive
-from signoff.manifest.checks import check_cel, check_input_schema
 from signoff.manifest.env import substitute
 from signoff.manifest.errors import ManifestProblem, ProblemCode
+from signoff.manifest.expressions import check_cel, check_input_schema
 from signoff.manifest.hooks import HookImportError, import_hook
 from signoff.manifest.http_checks import check_http
 from signoff.manifest.lint import cel_type_errors, required_undeclared, undeclared_status_codes

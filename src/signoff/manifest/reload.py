@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
-from signoff.core.compiled import ActionRegistry, CompiledAction
+from signoff.core.registry import ActionRegistry, CompiledAction
 from signoff.manifest.errors import ManifestErrors
 from signoff.manifest.loader import load_manifests, manifest_files
 

@@ -6,13 +6,8 @@
 - ``serve_stdio``: serve one stdio connection as a fixed principal.
 """
 
-from signoff.surfaces.mcp.identity import (
-    Caller,
-    IdentityError,
-    bearer_identity,
-    fixed_identity,
-    make_caller,
-)
+from signoff.surfaces.access.caller import Caller, IdentityError, make_caller
+from signoff.surfaces.mcp.identity import bearer_identity, fixed_identity
 from signoff.surfaces.mcp.server import SignoffMCP
 
 __all__ = [

@@ -32,11 +32,12 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from signoff.core.runtime import Runtime
+from signoff.surfaces.access.caller import Caller
+from signoff.surfaces.access.scopes import ScopeRefusal, Scopes
 from signoff.surfaces.draining import CountRequests, Draining
-from signoff.surfaces.mcp.identity import Caller, bearer_identity, fixed_identity
+from signoff.surfaces.mcp.identity import bearer_identity, fixed_identity
 from signoff.surfaces.mcp.server import SignoffMCP
 from signoff.surfaces.mcp.sessions import FairSessionManager, SessionLimits
-from signoff.surfaces.scopes import ScopeRefusal, Scopes
 from signoff.surfaces.web.http import FaultBarrier
 
 MCP_PATH = "/mcp"

@@ -6,15 +6,15 @@ that does not exist (``ACTION_RUN_NOT_FOUND``).
 
 from __future__ import annotations
 
+from signoff.core.answers import outcome_of, stored_statuses_for
 from signoff.core.approvals import is_overdue
 from signoff.core.codes import ExecutionStatus
 from signoff.core.input_limits import has_bad_text, safe_text
-from signoff.core.outcomes import outcome_of, stored_statuses_for
 from signoff.core.results import ActionOutcome
 from signoff.core.run import ActionRun
 from signoff.core.runtime import Runtime
+from signoff.surfaces.access.caller import Caller
 from signoff.surfaces.draining import Draining
-from signoff.surfaces.mcp.identity import Caller
 from signoff.surfaces.mcp.tools import MAX_WAIT_SECONDS, RunList
 
 _MAX_PAGES = 10

@@ -15,8 +15,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from signoff.core.compiled import CompiledAction
 from signoff.core.possible import possible_codes
+from signoff.core.registry import CompiledAction
 from signoff.core.results import ActionOutcome
 
 OUTCOME_DESCRIPTION = (

@@ -35,9 +35,10 @@ from signoff.core.input_limits import safe_text
 from signoff.core.proposal import ActionProposal
 from signoff.core.results import ActionOutcome
 from signoff.core.runtime import Runtime
+from signoff.surfaces.access.caller import Caller
 from signoff.surfaces.draining import Draining
 from signoff.surfaces.mcp import tools
-from signoff.surfaces.mcp.identity import Caller, Identify
+from signoff.surfaces.mcp.identity import Identify
 from signoff.surfaces.mcp.operations import OperationsMiddleware
 from signoff.surfaces.mcp.runs import RunQueries
 from signoff.surfaces.mcp.tasks import TaskIds, Tasks, declared

@@ -46,7 +46,7 @@ from signoff.core.codes import Code, ExecutionStatus
 from signoff.core.results import ActionOutcome
 from signoff.core.run import ActionRun
 from signoff.core.runtime import Runtime
-from signoff.surfaces.mcp.identity import Caller
+from signoff.surfaces.access.caller import Caller
 from signoff.surfaces.mcp.runs import RunQueries
 
 EXTENSION = "io.modelcontextprotocol/tasks"

@@ -15,10 +15,10 @@ import mcp_types as types
 from pydantic import BaseModel, ConfigDict, Field
 
 from signoff.core.codes import Code, ExecutionStatus, RetryDisposition
-from signoff.core.compiled import CompiledAction
 from signoff.core.definition import Effect, KeyRequirement, tool_name
 from signoff.core.identity import Principal
 from signoff.core.policy import roles_allow
+from signoff.core.registry import CompiledAction
 from signoff.core.results import ActionOutcome
 from signoff.surfaces.mcp.schemas import action_outcome_schema, model_schema, outcome_schema
 

@@ -25,7 +25,7 @@ from signoff.core.limits import usage_record
 from signoff.core.run import MAX_REASON_CHARS, ApprovalVote
 from signoff.core.runtime import RepairRequest, Runtime
 from signoff.core.visibility import ReaderKind
-from signoff.surfaces.scopes import ScopeRefusal
+from signoff.surfaces.access.scopes import ScopeRefusal
 from signoff.surfaces.web.auth import Authenticator, Verified
 from signoff.surfaces.web.http import (
     BodyTooLarge,

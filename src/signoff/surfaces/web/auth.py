@@ -2,7 +2,7 @@
 
 The token's claims name the principal (``sub``), its roles and its tenant; nothing in a request
 body or form ever does. The token must be an approver's credential: its scope holds the approve
-scope and not the propose scope (``signoff.surfaces.scopes``), so an agent's token never decides.
+scope and not the propose scope (``signoff.surfaces.access.scopes``), so an agent's token never decides.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from mcp.server.auth.provider import TokenVerifier
 from starlette.requests import Request
 
-from signoff.surfaces.mcp.identity import Caller, IdentityError, caller_from_claims
-from signoff.surfaces.scopes import ScopeRefusal, Scopes
+from signoff.surfaces.access.caller import Caller, IdentityError, caller_from_claims
+from signoff.surfaces.access.scopes import ScopeRefusal, Scopes
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ Environment (``WebConfig.from_env``)::
     SIGNOFF_APPROVERS         approvers who get one-time decision links in notifications (JSON).
     SIGNOFF_LINK_TTL_MINUTES  how long a decision link stays valid (default 15).
     SIGNOFF_SECURE_COOKIES    ``1``: mark cookies Secure even on plain HTTP (behind a TLS proxy).
-    SIGNOFF_SCOPE_PROPOSE / SIGNOFF_SCOPE_APPROVE   scope names (``signoff.surfaces.scopes``).
+    SIGNOFF_SCOPE_PROPOSE / SIGNOFF_SCOPE_APPROVE   scope names (``signoff.surfaces.access.scopes``).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from signoff.surfaces.web.slack.config import SlackConfig
     from signoff.surfaces.web.sso import OidcConfig
 
-from signoff.surfaces.scopes import Scopes
+from signoff.surfaces.access.scopes import Scopes
 
 MIN_SECRET_BYTES = 32
 DEFAULT_SESSION_TTL = timedelta(hours=8)

@@ -11,7 +11,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from signoff.core.codes import Code
-from signoff.surfaces.scopes import ScopeRefusal
+from signoff.surfaces.access.scopes import ScopeRefusal
 
 MAX_BODY_BYTES = 64 * 1024
 log = logging.getLogger("signoff.http")

@@ -16,28 +16,22 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from signoff.core.approval_digest import short_digest
 from signoff.core.approvals import DecisionRequest
 from signoff.core.codes import Code
 from signoff.core.identity import Channel
-from signoff.core.run import MAX_REASON_CHARS, ActionRun, ApprovalVote, RunStatus
+from signoff.core.run import MAX_REASON_CHARS, ApprovalVote
 from signoff.core.runtime import Runtime
 from signoff.core.visibility import ReaderKind
-from signoff.surfaces.scopes import ScopeRefusal
+from signoff.surfaces.access.scopes import ScopeRefusal
 from signoff.surfaces.web.auth import Authenticator
 from signoff.surfaces.web.http import STATUS_OF, read_form
+from signoff.surfaces.web.rows import inbox_row, recorded_banner
 from signoff.surfaces.web.session import Session, Sessions, csrf_matches
 from signoff.surfaces.web.sso import SsoRefused
 from signoff.surfaces.web.views import (
-    amendable_fields,
-    approval_reason,
     coerce_amendments,
     describe,
-    input_fields,
-    may_decide,
     pending_page,
-    preview_fields,
-    relative,
     row_matches,
     visible,
 )
@@ -168,7 +162,7 @@ class Inbox:
         page = await pending_page(
             self.runtime, session.caller.tenant_id, session.caller, INBOX_PAGE, after
         )
-        rows = [self._row(run, now, session) for run in page.runs]
+        rows = [inbox_row(self.runtime, run, now, session.caller) for run in page.runs]
         action = request.query_params.get("action", "")[:255]
         query = request.query_params.get("q", "").strip()[:100]
         next_url = f"{PREFIX}?after={quote(page.next_after, safe='')}" if page.next_after else None
@@ -199,8 +193,8 @@ class Inbox:
         # asks to show this approver's own recorded decision, if there is one.
         banner = None
         if "decided" in request.query_params:
-            banner = _recorded_banner(run, session.caller.principal.id)
-        row = self._row(run, self.runtime.now(), session)
+            banner = recorded_banner(run, session.caller.principal.id)
+        row = inbox_row(self.runtime, run, self.runtime.now(), session.caller)
         return self.render(request, "run.html", session, run=row, banner=banner)
 
     async def decide(self, request: Request) -> Response:
@@ -246,11 +240,13 @@ class Inbox:
         if result.accepted:
             return _see_other(f"{PREFIX}/runs/{quote(run_id, safe='')}?decided=1")
         # Refused: nothing was stored, so say so on this answer (no redirect to carry it).
-        run = await self.runtime.get_run(run_id, session.caller.tenant_id)
+        run = await self.runtime.get_run(
+            run_id, session.caller.tenant_id, reader=session.caller.reader(ReaderKind.APPROVER)
+        )
         if run is None:
             return self.not_found(request, session)
         banner = {"code": result.code, "text": describe(result.code), "ok": False}
-        row = self._row(run, self.runtime.now(), session)
+        row = inbox_row(self.runtime, run, self.runtime.now(), session.caller)
         status = STATUS_OF.get(result.code, 409)
         return self.render(request, "run.html", session, status=status, run=row, banner=banner)
 
@@ -260,52 +256,6 @@ class Inbox:
         )
 
     # ---------------------------------------------------------------- helpers
-    def _row(self, run: ActionRun, now: Any, session: Session) -> dict[str, Any]:
-        action = self.runtime.action(run.action_id)
-        definition = action.definition if action is not None else None
-        state = run.approval
-        received = state.approvals_received if state is not None else 0
-        assert session.caller is not None
-        return {
-            "id": run.run_id,
-            "action": run.action_id,
-            "title": definition.title if definition is not None else "",
-            "description": definition.description if definition is not None else "",
-            "risk": str(definition.risk) if definition is not None else "unknown",
-            "effect": str(definition.effect) if definition is not None else "",
-            "proposer_type": str(run.proposer_type),
-            "channel": str(run.channel),
-            "principal": run.principal.id,
-            "principal_roles": ", ".join(run.principal.roles),
-            "resource": visible(run.resource or "")[0],
-            "fields": input_fields(self.runtime, run),
-            "created_at": run.created_at.isoformat(),
-            "age": relative(run.created_at, now),
-            "expires_at": state.expires_at.isoformat() if state and state.expires_at else "",
-            "expires_in": relative(state.expires_at, now) if state else "",
-            "status": str(run.status),
-            "status_label": str(run.status).replace("_", " ").capitalize(),
-            "why": approval_reason(self.runtime, run) if state is not None else "",
-            "approvers": ", ".join(sorted({d.approver_id for d in state.approvals()}))
-            if state is not None
-            else "",
-            "pending": run.status is RunStatus.WAITING_APPROVAL,
-            "approver_roles": ", ".join(state.approver_roles) if state else "",
-            "digest": short_digest(state.digest) if state else "",
-            "limit_reason": (state.reason or "") if state else "",
-            "needed": state.count if state else 0,
-            "received": received,
-            "decisions": list(state.decisions) if state else [],
-            "mine": state.decided_by(session.caller.principal.id) if state else None,
-            "proposer_is_me": run.principal.id == session.caller.principal.id,
-            "may_decide": may_decide(run, session.caller),
-            "result": run.result,
-            "preview": preview_fields(run),
-            "preview_digest": run.preview.digest[:12] if run.preview is not None else "",
-            "amendable": amendable_fields(self.runtime, run),
-            "amendments": list(run.amendments),
-        }
-
     def render(
         self,
         request: Request,
@@ -375,14 +325,6 @@ class Inbox:
             title="No such run",
             message=f"There is no such run in your tenant. [{Code.ACTION_RUN_NOT_FOUND}]",
         )
-
-
-def _recorded_banner(run: ActionRun, approver_id: str) -> dict[str, Any] | None:
-    """This approver's stored decision and where the run stands now, or nothing."""
-    if run.approval is None or run.approval.decided_by(approver_id) is None:
-        return None
-    code = run.result.code if run.result is not None else str(Code.APPROVAL_RECORDED)
-    return {"code": code, "text": describe(code), "ok": True}
 
 
 async def _form(request: Request) -> dict[str, str] | None:

@@ -29,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from signoff.core.identity import Principal
-from signoff.surfaces.mcp.identity import Caller
+from signoff.surfaces.access.caller import Caller
 
 COOKIE_NAME = "signoff_session"
 COOKIE_PATH = "/approvals"

@@ -38,7 +38,7 @@ from starlette.routing import BaseRoute, Route
 
 from signoff.core.codes import Code
 from signoff.core.runtime import Runtime
-from signoff.surfaces.mcp.identity import IdentityError, caller_from_claims
+from signoff.surfaces.access.caller import IdentityError, caller_from_claims
 from signoff.surfaces.web.config import WebConfigError
 from signoff.surfaces.web.session import Sessions
 

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from signoff.core.answers import outcome_of
 from signoff.core.approval_digest import short_digest
 from signoff.core.approvals import approver_refusal, is_overdue
 from signoff.core.codes import CODE_DESCRIPTIONS, Code
 from signoff.core.definition import DEFAULT_APPROVAL_WHEN, ActionDefinition, default_approval_rule
 from signoff.core.input_limits import is_plain_text
-from signoff.core.outcomes import outcome_of
 from signoff.core.run import ActionRun, RunStatus
 from signoff.core.runtime import Runtime
 from signoff.core.visibility import (
@@ -27,7 +27,7 @@ from signoff.core.visibility import (
     masked_run,
     sensitive_paths,
 )
-from signoff.surfaces.mcp.identity import Caller
+from signoff.surfaces.access.caller import Caller
 from signoff.surfaces.web.display import shown
 
 _PAGE = 200

@@ -10,7 +10,7 @@ connection refused / connect timeout (nothing sent)    FAILED      HTTP_UNREACHA
 timeout or dropped connection after sending            FAILED      HTTP_TIMEOUT /
                                                                    HTTP_CONNECTION_LOST,
                                                                    possibly applied
-a response                                             see ``signoff.manifest.http_response``
+a response                                             see ``signoff.executors.http.response``
 =====================================================  ==========  ==========================
 
 "Possibly applied" is ``MANUAL_REVIEW``; an idempotent executor with ``executor.retry`` is called
@@ -30,8 +30,8 @@ import httpx
 from signoff.core.codes import ExecutionStatus
 from signoff.core.disclosure import redact
 from signoff.core.results import ExecutionContext, ExecutionResult
-from signoff.manifest.http_response import ResponseSpec
-from signoff.manifest.http_template import (
+from signoff.executors.http.response import ResponseSpec
+from signoff.executors.http.template import (
     ABSENT,
     REFERENCE,
     TemplateError,

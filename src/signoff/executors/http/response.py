@@ -34,7 +34,7 @@ import httpx
 
 from signoff.core.codes import RetryDisposition
 from signoff.core.results import ExecutionResult
-from signoff.manifest.http_template import ABSENT, Reference, render
+from signoff.executors.http.template import ABSENT, Reference, render
 
 DEFAULT_MAX_BYTES: Final = 1024 * 1024
 PASS_THROUGH: Final = object()

@@ -26,7 +26,7 @@ from typing import Any
 import jwt
 from mcp.server.auth.provider import AccessToken
 
-from signoff.surfaces.mcp.identity import IdentityError, caller_from_claims
+from signoff.surfaces.access.caller import IdentityError, caller_from_claims
 
 MIN_SECRET_BYTES = 32
 CLOCK_LEEWAY_SECONDS = 5
@@ -218,7 +218,7 @@ def issue_token(
     """An HS256 token for demos and tests (production tokens come from your identity provider).
 
     ``scopes`` become the space-separated OAuth ``scope`` claim: an agent's token carries the
-    propose scope, an approver's the approve scope (``signoff.surfaces.scopes``).
+    propose scope, an approver's the approve scope (``signoff.surfaces.access.scopes``).
     """
     issued = int(now if now is not None else time.time())
     claims: dict[str, Any] = {

@@ -1,0 +1,1 @@
+"""Executors a manifest can name besides a Python hook: today the declarative HTTP executor."""

@@ -1,4 +1,7 @@
-"""Meaning checks with precise positions: CEL expressions and the input JSON Schema."""
+"""CEL expressions and the input JSON Schema, checked with precise positions.
+
+``meaning.py`` runs every meaning check of a document and calls these two for the expressions.
+"""
 
 from __future__ import annotations
 

@@ -41,6 +41,8 @@ class Loopback:
     base: str = ""
     seen: list[Seen] = field(default_factory=list)
     release: threading.Event = field(default_factory=threading.Event)
+    arrived: threading.Event = field(default_factory=threading.Event)
+    """Set once the first request has been recorded in ``seen``."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def url(self, path: str) -> str:
@@ -68,6 +70,7 @@ def _handler(server: Loopback) -> type[BaseHTTPRequestHandler]:
             )
             with server.lock:
                 server.seen.append(seen)
+            server.arrived.set()
             route = self.path.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
             reply = server.routes.get(route, _not_found)(seen)
             if reply.drop:

@@ -23,7 +23,9 @@ from tests.helpers import memory_runtime, proposal
 from tests.loopback import Loopback, Reply, Route, Seen, refused_port, serving
 from tests.manifest.support import edited, write
 
-CLIENT_TIMEOUT = 0.3  # the executor's own deadline for the "never answers" endpoint
+# The executor's own deadline for the "never answers" endpoint. Every other route gets the default
+# (10 s): a short deadline there would turn a starved event loop into HTTP_UNREACHABLE.
+CLIENT_TIMEOUT = 2.0
 
 
 def _json(value: Any, status: int = 200) -> Route:
@@ -123,11 +125,12 @@ async def test_outcomes_are_classified_explicitly(
 ) -> None:
     executor = HttpExecutor(
         url=f"{endpoint.base}/{route}",
-        timeout=CLIENT_TIMEOUT,
+        timeout=CLIENT_TIMEOUT if route == "slow" else 10.0,
         response=ResponseSpec(status_codes={404: "INVOICE_NOT_FOUND", 503: "ERP_DOWN"}),
     )
 
     result = await executor.send(context())
+    assert endpoint.arrived.wait(timeout=30)  # the server thread may record it after we gave up
 
     assert (result.status, result.code, result.retry) == (status, code, retry)
     assert result.possibly_applied is possibly_applied

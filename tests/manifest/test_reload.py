@@ -15,7 +15,7 @@ from signoff.core.registry import ActionRegistry, CompiledAction
 from signoff.manifest import ManifestReloader, ProblemCode, load_manifest_dir
 from tests.manifest.support import VALID, edited, write
 
-DEADLINE = 10.0
+DEADLINE = 30.0  # a hang guard, never a timing claim
 SECOND = edited("id: demo.act", "id: demo.second")
 
 

@@ -43,7 +43,11 @@ async def execute(context: ExecutionContext) -> dict[str, Any]:
 async def main(url: str, manifests: str) -> None:
     from signoff.app import Settings, start_application
 
-    application = await start_application(Settings(database_url=url, manifests_dir=Path(manifests)))
+    # No housekeeping loop: its heartbeats would rewrite the worker row (host, pid, lock) at
+    # moments the tests cannot predict, undoing the signals a test removes to see each alone.
+    # Start-up recovery has registered the incarnation already.
+    settings = Settings(database_url=url, manifests_dir=Path(manifests))
+    application = await start_application(settings, housekeeping_every=None)
     await application.runtime.propose(
         ActionProposal(
             action_id="hold.act",

@@ -169,3 +169,44 @@ async def test_a_heartbeat_queues_behind_a_writing_unit_on_the_writer_and_then_c
     go.set()
     await asyncio.gather(holding, beat)
     assert await store.workers.last_seen([f"{tenant}/1"]) == {f"{tenant}/1": T0}
+
+
+def test_a_caller_whose_event_loop_closed_mid_unit_does_not_stop_the_writer(
+    tmp_path: Path,
+) -> None:
+    """A CLI's ``asyncio.run`` can end while its unit is still on the writer thread: the reply
+    then has nowhere to go, and the writer must keep serving the next caller."""
+    import threading
+
+    from sqlalchemy.engine import make_url
+
+    from signoff.store.sql.writer import SqliteWriter
+
+    writer = SqliteWriter(make_url(f"sqlite:///{tmp_path / 'w.db'}"))
+    entered, release = threading.Event(), threading.Event()
+
+    def held(conn: Any) -> None:
+        conn.exec_driver_sql("CREATE TABLE t (x INTEGER)")
+        entered.set()
+        assert release.wait(timeout=30)
+
+    async def leave_mid_unit() -> None:
+        asyncio.get_running_loop().create_task(writer.unit_of_one(held))
+        assert await asyncio.to_thread(entered.wait, 30)
+        # Returning now: asyncio.run cancels the unit's task and closes this loop.
+
+    asyncio.run(leave_mid_unit())
+    release.set()
+
+    async def next_caller() -> None:
+        try:
+            async with asyncio.timeout(30):
+                await writer.unit_of_one(
+                    lambda conn: conn.exec_driver_sql("INSERT INTO t VALUES (1)")
+                )
+        finally:
+            await writer.close()
+
+    asyncio.run(next_caller())
+    with sqlite3.connect(tmp_path / "w.db") as db:
+        assert db.execute("SELECT count(*) FROM t").fetchone() == (1,)

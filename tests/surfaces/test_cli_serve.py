@@ -17,6 +17,8 @@ from mcp.client.stdio import StdioServerParameters
 from signoff import Code, ExecutionStatus
 from tests.surfaces.support import DEADLINE, free_socket, http_client
 
+STARTUP_DEADLINE = 90.0  # a hang guard for the whole start-up: imports, migrations, tokens
+
 ROOT = Path(__file__).resolve().parents[2]
 SIGNOFF = str(Path(sys.executable).parent / "signoff")
 
@@ -83,10 +85,11 @@ async def test_signoff_demo_prints_working_tokens_and_a_stdio_snippet_then_serve
     assert process.stdout is not None
     try:
         lines: list[str] = []
-        while not lines or not lines[-1].startswith("Ctrl-C"):
-            line = await asyncio.wait_for(process.stdout.readline(), DEADLINE)
-            assert line, "the demo exited early:\n" + "".join(lines)
-            lines.append(line.decode())
+        async with asyncio.timeout(STARTUP_DEADLINE):
+            while not lines or not lines[-1].startswith("Ctrl-C"):
+                line = await process.stdout.readline()
+                assert line, "the demo exited early:\n" + "".join(lines)
+                lines.append(line.decode())
         output = "".join(lines)
         agent_token = (state / "agent.token").read_text().strip()
         lead_token = (state / "approver.token").read_text().strip()

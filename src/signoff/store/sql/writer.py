@@ -24,6 +24,7 @@ nobody hears "done" before the fsync that made their unit durable.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -58,7 +59,16 @@ class _Reply:
         self.future: asyncio.Future[Any] = self.loop.create_future()
 
     def send(self, value: Any = None, error: BaseException | None = None) -> None:
-        self.loop.call_soon_threadsafe(_settle, self.future, value, error)
+        self._post(_settle, self.future, value, error)
+
+    def cancel(self) -> None:
+        self._post(self.future.cancel)
+
+    def _post(self, callback: Any, *args: Any) -> None:
+        # RuntimeError: the caller's event loop has closed (its ``asyncio.run`` ended mid-unit).
+        # Nobody is left to answer, and the writer must go on serving everyone else.
+        with contextlib.suppress(RuntimeError):
+            self.loop.call_soon_threadsafe(callback, *args)
 
 
 def _settle(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
@@ -245,7 +255,7 @@ class SqliteWriter:
         for job in self._waiting:
             if job.ticket is ticket:
                 self._waiting.remove(job)
-                job.reply.loop.call_soon_threadsafe(job.reply.future.cancel)
+                job.reply.cancel()
                 break
         if self._active is ticket:
             self._rollback_unit(ticket)

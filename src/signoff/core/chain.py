@@ -21,13 +21,13 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 import rfc8785
 from pydantic_core import to_jsonable_python
 
+from signoff.core import jcs
 from signoff.core.ports import AuditEvent, ChainHead
 
 EVENT_FORMAT = "signoff.audit.v1"
@@ -36,8 +36,8 @@ _SAFE_INT = 2**53 - 1
 
 
 def canonical_json(value: Any) -> bytes:
-    """RFC 8785 (JSON Canonicalization Scheme) bytes of a JSON value."""
-    return rfc8785.dumps(value)
+    """RFC 8785 (JSON Canonicalization Scheme) bytes of a JSON value (``core/jcs.py``)."""
+    return jcs.canonical_json(value)
 
 
 def sha256_hex(data: bytes) -> str:
@@ -48,7 +48,10 @@ def timestamp(at: datetime) -> str:
     """The one text form of an instant inside hashed and signed bodies."""
     if at.tzinfo is None:
         raise ValueError("naive datetimes are ambiguous; pass an aware datetime")
-    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    utc = at if at.tzinfo is UTC else at.astimezone(UTC)
+    if utc.year < 1000:  # strftime's %Y does not pad; kept as it always wrote these
+        return utc.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return utc.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 def chain_safe(value: Any) -> Any:
@@ -71,6 +74,10 @@ def chain_safe(value: Any) -> Any:
 
 def event_content(event: AuditEvent) -> dict[str, Any]:
     """What an event says, as JSON: the one serialisation the hash and the export share."""
+    return _content(event, event.data)
+
+
+def _content(event: AuditEvent, data: dict[str, Any] | None) -> dict[str, Any]:
     return {
         "run_id": event.run_id,
         "kind": event.kind,
@@ -78,17 +85,23 @@ def event_content(event: AuditEvent) -> dict[str, Any]:
         "actor": event.actor,
         "status": event.status,
         "code": event.code,
-        "data": event.data,
+        "data": data,
     }
 
 
 def event_body(event: AuditEvent, chain_seq: int, prev_hash: str) -> dict[str, Any]:
+    return _body(event, event.data, chain_seq, prev_hash)
+
+
+def _body(
+    event: AuditEvent, data: dict[str, Any] | None, chain_seq: int, prev_hash: str
+) -> dict[str, Any]:
     return {
         "format": EVENT_FORMAT,
         "tenant_id": event.tenant_id,
         "chain_seq": chain_seq,
         "prev_hash": prev_hash,
-        **event_content(event),
+        **_content(event, data),
     }
 
 
@@ -107,20 +120,38 @@ def recomputed_hash(event: AuditEvent) -> str | None:
         return None
 
 
-def link(head: ChainHead, events: Sequence[AuditEvent]) -> list[AuditEvent]:
+def link(
+    head: ChainHead, events: Sequence[AuditEvent], first_seq: int | None = None
+) -> list[AuditEvent]:
     """``events`` (all of ``head``'s tenant) numbered and hashed after ``head``, in order.
 
-    ``data`` is replaced by its ``chain_safe`` form, which is what the store must keep.
+    ``data`` is replaced by its ``chain_safe`` form, which is what the store must keep. With
+    ``first_seq``, the events also carry their store-wide ``seq`` from it on (one object each).
     """
     linked: list[AuditEvent] = []
     seq, prev = head.chain_seq, head.hash
-    for event in events:
+    for n, event in enumerate(events):
         if event.tenant_id != head.tenant_id:
             raise ValueError("link: every event must belong to the head's tenant")
         seq += 1
-        safe = replace(event, data=chain_safe(event.data) if event.data is not None else None)
-        digest = event_hash(safe, seq, prev)
-        linked.append(replace(safe, chain_seq=seq, prev_hash=prev, hash=digest))
+        data = chain_safe(event.data) if event.data is not None else None
+        digest = sha256_hex(canonical_json(_body(event, data, seq, prev)))
+        linked.append(
+            AuditEvent(
+                run_id=event.run_id,
+                tenant_id=event.tenant_id,
+                kind=event.kind,
+                at=event.at,
+                actor=event.actor,
+                status=event.status,
+                code=event.code,
+                data=data,
+                seq=event.seq if first_seq is None else first_seq + n,
+                chain_seq=seq,
+                prev_hash=prev,
+                hash=digest,
+            )
+        )
         prev = digest
     return linked
 

@@ -221,8 +221,7 @@ class InMemoryAuditLog:
         with self._lock:
             for tenant_id, batch in by_tenant(events):
                 head = self._heads.get(tenant_id, ChainHead(tenant_id, 0, GENESIS))
-                for linked in link(head, batch):
-                    stored = replace(linked, seq=len(self._events) + 1)
+                for stored in link(head, batch, first_seq=len(self._events) + 1):
                     self._events.append(stored)
                     self._by_run.setdefault(stored.run_id, []).append(stored)
                     assert stored.chain_seq is not None and stored.hash is not None

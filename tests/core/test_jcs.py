@@ -81,6 +81,13 @@ class Level(enum.IntEnum):
         1e-5,
         123456789.123,
         math.inf,
+        0.0001,
+        5e-324,
+        1.7976931348623157e308,
+        0.30000000000000004,
+        123456789012345.67,
+        -987.654321,
+        [[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]] * 2,
         math.nan,
         {"\ue000": 1, "\U0001f600": 2, "a": 3},
         {"b": 1, "a": [1, 2.5, {"z": None, "y": True}]},
@@ -96,3 +103,18 @@ class Level(enum.IntEnum):
 )
 def test_edge_cases_match_rfc8785(value: Any) -> None:
     assert fast(value) == reference(value)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(
+    st.floats(allow_nan=False, allow_infinity=False) | st.floats(min_value=-1e17, max_value=1e17)
+)
+def test_floats_match_rfc8785(value: float) -> None:
+    assert fast({"n": value, "l": [value]}) == reference({"n": value, "l": [value]})
+
+
+def test_nesting_deeper_than_orjson_goes_matches_rfc8785() -> None:
+    deep: Any = 1
+    for _ in range(300):
+        deep = [deep]
+    assert fast(deep) == reference(deep)

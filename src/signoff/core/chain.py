@@ -46,12 +46,26 @@ def sha256_hex(data: bytes) -> str:
 
 def timestamp(at: datetime) -> str:
     """The one text form of an instant inside hashed and signed bodies."""
+    last = _last_timestamp
+    if last[0] is at:  # the events of one unit share their instant; the tuple keeps it alive
+        return last[1]
     if at.tzinfo is None:
         raise ValueError("naive datetimes are ambiguous; pass an aware datetime")
     utc = at if at.tzinfo is UTC else at.astimezone(UTC)
     if utc.year < 1000:  # strftime's %Y does not pad; kept as it always wrote these
-        return utc.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    return utc.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+        text = utc.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    else:
+        text = utc.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+    _remember(at, text)
+    return text
+
+
+_last_timestamp: tuple[datetime | None, str] = (None, "")
+
+
+def _remember(at: datetime, text: str) -> None:
+    global _last_timestamp
+    _last_timestamp = (at, text)
 
 
 def chain_safe(value: Any) -> Any:

@@ -234,7 +234,7 @@ async def measure(client: Any, tool: str, calls: int, samples: list[float]) -> N
 
 
 async def main(calls: int, rounds: int) -> str:
-    from signoff.surfaces.mcp.auth import issue_token
+    from signoff.surfaces.access.jwt import issue_token
 
     peer_python = ensure_peer_venv()
     token = issue_token(

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from sqlalchemy import event
 
-from signoff.core.ports import AuditEvent, RunAlreadyExists
+from signoff.core.ports import AuditEvent, RunAlreadyExists, StoreUnit
 from signoff.store.sql import SqlStore, open_sql_store
 from tests.store.group_commit_worker import until_writer
 from tests.store.samples import T0, new_run, scope
@@ -210,3 +210,86 @@ def test_a_caller_whose_event_loop_closed_mid_unit_does_not_stop_the_writer(
     asyncio.run(next_caller())
     with sqlite3.connect(tmp_path / "w.db") as db:
         assert db.execute("SELECT count(*) FROM t").fetchone() == (1,)
+
+
+async def test_whole_units_share_one_commit_and_a_failing_one_rolls_back_alone(
+    sqlite_store: tuple[SqlStore, Path], tenant: str
+) -> None:
+    """``run_unit`` bodies run on the writer thread, one job each, in the same group commit."""
+    store, path = sqlite_store
+    writer = store.writer
+    assert writer is not None
+    taken = new_run(tenant)
+    async with store.unit() as unit:
+        await unit.runs.create(taken)
+    commits = 0
+
+    def count(_conn: Any) -> None:
+        nonlocal commits
+        commits += 1
+
+    event.listen(writer.engine, "commit", count)
+    held, go = asyncio.Event(), asyncio.Event()
+    seen_at_answer: dict[str, bool] = {}
+
+    async def holder() -> None:
+        async with store.unit() as unit:
+            await unit.duplicates.reserve(scope(tenant), f"holder-{tenant}", "h", T0)
+            held.set()
+            await go.wait()
+
+    async def queued(index: int) -> str:
+        # Unit 4 fails in its body; unit 8 fails in a statement (its run id is taken).
+        run = taken.model_copy(update={"action_id": "other"}) if index == 8 else new_run(tenant)
+        owner = f"owner-{index}-{run.run_id}"
+
+        async def body(unit: StoreUnit) -> str:
+            await unit.duplicates.reserve(scope(tenant), owner, "h", T0)
+            await unit.runs.create(run)
+            await unit.audit.append(
+                [AuditEvent(run_id=run.run_id, tenant_id=tenant, kind="proposed", at=T0)]
+            )
+            if index == 4:
+                raise Boom
+            return owner
+
+        answer = await store.run_unit(body)
+        seen_at_answer[run.run_id] = run.run_id in committed_run_ids(path)
+        return answer
+
+    first = asyncio.create_task(holder())
+    await held.wait()
+    all_queued = asyncio.create_task(until_writer(writer, lambda waiting, _: waiting == QUEUED))
+    tasks = [asyncio.create_task(queued(i)) for i in range(QUEUED)]
+    await all_queued
+    go.set()
+    outcomes = await asyncio.gather(first, *tasks, return_exceptions=True)
+
+    assert isinstance(outcomes[1 + 4], Boom)
+    assert isinstance(outcomes[1 + 8], RunAlreadyExists)
+    succeeded = [o for o in outcomes[1:] if isinstance(o, str)]
+    assert len(succeeded) == QUEUED - 2
+    assert commits == 1, "the holder and the queued units should share one commit"
+    assert len(seen_at_answer) == QUEUED - 2
+    assert all(seen_at_answer.values()), "a caller was answered before its unit was committed"
+    owners = committed_owners(path)
+    assert set(succeeded) <= owners
+    assert not any(o.startswith(("owner-4-", "owner-8-")) for o in owners)
+    async with store.unit() as unit:
+        assert await unit.runs.get(taken.run_id) == taken
+        assert len(await unit.audit.list_for_run(taken.run_id)) == 0
+
+
+async def test_a_whole_unit_that_waits_on_anything_but_its_store_is_refused_and_rolled_back(
+    sqlite_store: tuple[SqlStore, Path], tenant: str
+) -> None:
+    store, path = sqlite_store
+    run = new_run(tenant)
+
+    async def body(unit: StoreUnit) -> None:
+        await unit.runs.create(run)
+        await asyncio.sleep(0)  # suspends: there is no event loop on the writer thread
+
+    with pytest.raises(RuntimeError, match="awaited something other than its store"):
+        await store.run_unit(body)
+    assert run.run_id not in committed_run_ids(path)

@@ -4,23 +4,34 @@ Owns: loading a run, creating it with its audit (and its duplicate reservation),
 compare-and-set with its audit event, the terminal write with its duplicate completion and audit,
 and "reload and answer the stored truth" after a lost race. Every write goes through
 ``Store.unit()`` here and nowhere else in the core, so each durable boundary commits the run, its
-reservation and its audit together (see ``ports.py`` for what the store guarantees).
+reservation and its audit together (see ``ports.py`` for what the store guarantees). A store that
+takes whole units (``WholeUnits``) gets each write as one body it may run in one hop; the bodies
+await only the unit's ports, and the callbacks they call (``on_duplicate``, ``on_limits``) are
+plain computation.
 
 Collaborators decide *what* to write; the ledger decides nothing about governance.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from signoff.core.answers import outcome_of, terminal_status_for
 from signoff.core.audit_events import AuditKind, event
 from signoff.core.limit_stage import releases
 from signoff.core.limits import LimitCheck, LimitDecision, LimitUsage, current_usage, reserve
 from signoff.core.observe import NO_OBSERVER, RuntimeObserver
-from signoff.core.ports import AuditEvent, Clock, DuplicateEntry, Liveness, Store
+from signoff.core.ports import (
+    AuditEvent,
+    Clock,
+    DuplicateEntry,
+    Liveness,
+    Store,
+    StoreUnit,
+    WholeUnits,
+)
 from signoff.core.results import ActionOutcome, ExecutionResult
 from signoff.core.run import ActionRun, ApprovalState, DuplicateScope, RunStatus
 
@@ -34,12 +45,22 @@ OnLimits = Callable[[LimitDecision], tuple[ActionRun, list[AuditEvent]]]
 """Given the limits' decision (reservations held unless a deny limit is exceeded): the run and
 audit to record."""
 
+T = TypeVar("T")
+
 
 class RunLedger:
     def __init__(self, store: Store, clock: Clock, observer: RuntimeObserver = NO_OBSERVER) -> None:
         self._store = store
         self._clock = clock
         self._observer = observer
+        self._whole = store if isinstance(store, WholeUnits) else None
+
+    async def _write(self, body: Callable[[StoreUnit], Awaitable[T]]) -> T:
+        """One write unit: handed to the store whole when it takes whole units."""
+        if self._whole is not None:
+            return await self._whole.run_unit(body)
+        async with self._store.unit() as unit:
+            return await body(unit)
 
     # ------------------------------------------------------------------- reads
     async def load(self, run_id: str) -> ActionRun | None:
@@ -119,7 +140,9 @@ class RunLedger:
         run holds it, record what ``on_duplicate`` answers instead. With ``limits`` (and a scope
         taken), reserve them next, atomically per subject, and record what ``on_limits`` answers;
         a run that answer ends gives its duplicate scope back. Returns the run recorded."""
-        async with self._store.unit() as unit:
+
+        async def body(unit: StoreUnit) -> ActionRun:
+            recorded, audit = run, events
             duplicate = False
             if scope is not None:
                 reservation = await unit.duplicates.reserve(
@@ -127,17 +150,19 @@ class RunLedger:
                 )
                 if not reservation.accepted:
                     assert reservation.existing is not None and on_duplicate is not None
-                    run, events = on_duplicate(reservation.existing)
+                    recorded, audit = on_duplicate(reservation.existing)
                     duplicate = True
             if limits and not duplicate:
                 assert on_limits is not None
                 decision = await reserve(unit.limits, limits, run.run_id, run.updated_at)
-                run, events = on_limits(decision)
-                if run.is_terminal and scope is not None:
+                recorded, audit = on_limits(decision)
+                if recorded.is_terminal and scope is not None:
                     await unit.duplicates.release(scope, run.run_id)
-            await unit.runs.create(run)
-            await unit.audit.append(events)
-        return run
+            await unit.runs.create(recorded)
+            await unit.audit.append(audit)
+            return recorded
+
+        return await self._write(body)
 
     async def cas(
         self,
@@ -154,26 +179,31 @@ class RunLedger:
 
         With ``limits``, the run's reservations are re-checked (and held) first in the same unit;
         ``on_limits`` may replace the update (a terminal one gives the scope and limits back)."""
-        async with self._store.unit() as unit:
+
+        async def body(unit: StoreUnit) -> tuple[ActionRun | None, AuditKind]:
+            wanted, audited = updated, kind
             if limits:
                 assert on_limits is not None
                 decision = await reserve(unit.limits, limits, run.run_id, updated.updated_at)
-                updated, kind = on_limits(decision)
-            stored = await unit.runs.compare_and_set(run.version, updated)
+                wanted, audited = on_limits(decision)
+            stored = await unit.runs.compare_and_set(run.version, wanted)
             if stored is not None and stored.is_terminal:
                 assert stored.result is not None
                 if run.duplicate_scope is not None:
                     await unit.duplicates.complete(
-                        run.duplicate_scope, run.run_id, stored.result, updated.updated_at
+                        run.duplicate_scope, run.run_id, stored.result, wanted.updated_at
                     )
                 if releases(run, stored.status):
                     await unit.limits.release(run.run_id)
             if stored is not None:
                 await unit.audit.append(
-                    [event(stored, kind, updated.updated_at, actor=actor, **(data or {}))]
+                    [event(stored, audited, wanted.updated_at, actor=actor, **(data or {}))]
                 )
+            return stored, audited
+
+        stored, audited = await self._write(body)
         if stored is None:
-            self._observer.cas_conflict(str(kind))
+            self._observer.cas_conflict(str(audited))
         return stored
 
     async def terminal(
@@ -198,10 +228,10 @@ class RunLedger:
             if approval is not None
             else run.advance(status, now, result=result)
         )
-        async with self._store.unit() as unit:
+
+        async def body(unit: StoreUnit) -> ActionRun | None:
             stored = await unit.runs.compare_and_set(run.version, final)
             if stored is None:
-                self._observer.cas_conflict(str(kind))
                 return None
             if run.duplicate_scope is not None:
                 await unit.duplicates.complete(run.duplicate_scope, run.run_id, result, now)
@@ -210,6 +240,12 @@ class RunLedger:
             await unit.audit.append(
                 [event(stored, kind, now, actor=actor, code=result.code, **(data or {}))]
             )
+            return stored
+
+        stored = await self._write(body)
+        if stored is None:
+            self._observer.cas_conflict(str(kind))
+            return None
         return outcome_of(stored)
 
     async def finish(
@@ -236,8 +272,12 @@ class RunLedger:
     ) -> None:
         """Audit a fact about ``run`` that changes nothing in it (a retried attempt, a repair)."""
         now = self._clock.now()
-        async with self._store.unit() as unit:
-            await unit.audit.append([event(run, kind, now, actor=actor, code=code, **(data or {}))])
+        noted = [event(run, kind, now, actor=actor, code=code, **(data or {}))]
+
+        async def body(unit: StoreUnit) -> None:
+            await unit.audit.append(noted)
+
+        await self._write(body)
 
     async def limit_usage(self, checks: Sequence[LimitCheck], now: datetime) -> list[LimitUsage]:
         """Each limit's current usage (no lock, nothing held)."""

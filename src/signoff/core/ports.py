@@ -14,12 +14,12 @@ store only provides atomic primitives:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from signoff.core.limits import LimitLedger
 from signoff.core.results import ExecutionResult
@@ -250,6 +250,23 @@ class Store(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+T = TypeVar("T")
+
+
+@runtime_checkable
+class WholeUnits(Protocol):
+    """A store that takes a whole unit of work at once and may run it in one hop.
+
+    ``run_unit(body)`` is ``async with store.unit() as u: return await body(u)`` with the same
+    guarantees (committed together, rolled back alone on error, answered only once durable), but
+    the store may run ``body`` entirely where its writes happen: SQLite runs it on its writer
+    thread, as one job, with no event loop there. ``body`` therefore awaits nothing but the
+    unit's ports and is otherwise plain computation: no I/O, no sleeping, no tasks, no loop. A
+    store without it is driven through ``unit()``."""
+
+    async def run_unit(self, body: Callable[[StoreUnit], Awaitable[T]]) -> T: ...
 
 
 class Notifier(Protocol):

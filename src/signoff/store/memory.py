@@ -13,10 +13,11 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import threading
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import datetime
+from typing import TypeVar
 
 from signoff.core.chain import GENESIS, by_tenant, link
 from signoff.core.ports import (
@@ -34,6 +35,8 @@ from signoff.core.ports import (
 from signoff.core.results import ExecutionResult
 from signoff.core.run import ActionRun, DuplicateScope, RunStatus
 from signoff.store.memory_limits import InMemoryLimitLedger, InMemoryLimitRows
+
+T = TypeVar("T")
 
 
 class _ChangeNotifier:
@@ -341,6 +344,11 @@ class InMemoryStore:
             yield unit
         finally:
             unit.limits.finish()
+
+    async def run_unit(self, body: Callable[[StoreUnit], Awaitable[T]]) -> T:
+        """A whole unit (``WholeUnits``): memory has no hop to save, so it is ``unit()``'s."""
+        async with self.unit() as unit:
+            return await body(unit)
 
     async def wait_for_change(self, run_id: str, version: int, timeout: float) -> None:
         def changed() -> bool:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import contextvars
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from typing import TypeVar
 
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from signoff.core.ports import StoreUnit
@@ -14,11 +16,12 @@ from signoff.store.faults import DecodeFaults
 from signoff.store.sql.links import SqlLinkStore
 from signoff.store.sql.notify import ChangeNotifier
 from signoff.store.sql.statements import statements_for
-from signoff.store.sql.unit import SqlUnit
+from signoff.store.sql.unit import SqlUnit, locked_error
 from signoff.store.sql.workers import SqlWorkerRegistry
 from signoff.store.sql.writer import SqliteWriter
 
 DEFAULT_POLL_INTERVAL = 0.5
+T = TypeVar("T")
 
 
 class SqlStore:
@@ -60,6 +63,33 @@ class SqlStore:
         await unit.finish()
         if unit.changed_runs:
             self._notifier.notify(unit.changed_runs)
+
+    async def run_unit(self, body: Callable[[StoreUnit], Awaitable[T]]) -> T:
+        """A whole unit of work (``WholeUnits``), committed like ``unit()``.
+
+        SQLite: ``body`` runs entirely on the writer thread as one job (one hop), in its own
+        savepoint of the group commit, and is answered after the fsync of its batch; if it raises,
+        it is rolled back to its savepoint alone. PostgreSQL and MySQL: ``unit()``'s."""
+        if self.writer is None:
+            async with self.unit() as unit:
+                return await body(unit)
+        unit = SqlUnit(self.engine, self._sql, self.writer, self.decode_faults)
+        context = contextvars.copy_context()
+
+        def whole(conn: Connection) -> T:
+            unit.bind(conn)
+            try:
+                return context.run(_drive, body(unit))
+            finally:
+                unit.bind(None)
+
+        try:
+            value: T = await self.writer.unit_of_one(whole)
+        except TimeoutError:
+            raise locked_error() from None
+        if unit.changed_runs:
+            self._notifier.notify(unit.changed_runs)
+        return value
 
     async def wait_for_change(self, run_id: str, version: int, timeout: float) -> None:
         """Return once the stored version differs from ``version``, or after ``timeout``.
@@ -107,3 +137,17 @@ class SqlStore:
                 await self.writer.close()
         finally:
             await self.engine.dispose()
+
+
+def _drive(awaitable: Awaitable[T]) -> T:
+    """Run a body that awaits only a bound unit's ports: it finishes without ever suspending."""
+    steps = awaitable.__await__()
+    try:
+        steps.send(None)
+    except StopIteration as done:
+        value: T = done.value
+        return value
+    close = getattr(steps, "close", None)
+    if close is not None:
+        close()
+    raise RuntimeError("a whole unit of work awaited something other than its store")

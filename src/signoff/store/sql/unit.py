@@ -9,7 +9,9 @@ the unit's first write; from then on everything runs on the store's one writer (
 so the unit reads its own writes. Writes that need no answer (audit rows, a new run) are held
 back and sent with the unit's next statement or its end, so a unit costs one thread hop per
 statement whose answer it waits for, plus one for its end, which is answered after the group
-commit's fsync.
+commit's fsync. A whole unit handed over at once (``SqlStore.run_unit``) runs *on* the writer:
+the unit is bound to the writer's connection and every statement executes at once, so the unit
+costs one hop in all.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ class SqlUnit:
     __slots__ = (
         "_conn",
         "_deferred",
+        "_direct",
         "_engine",
         "_ticket",
         "_writer",
@@ -74,6 +77,7 @@ class SqlUnit:
         self._conn: AsyncConnection | None = None
         self._ticket: Ticket | None = None  # SQLite: set once the writer has seen this unit
         self._deferred: list[Callable[[Connection], Any]] = []
+        self._direct: Connection | None = None  # SQLite, a whole unit: the writer's connection
         self.sql = sql
         self.wrote = False
         self.changed_runs: list[str] = []
@@ -82,7 +86,13 @@ class SqlUnit:
         self.audit: SqlAuditLog = SqlAuditLog(self)
         self.limits: SqlLimitLedger = SqlLimitLedger(self)
 
+    def bind(self, conn: Connection | None) -> None:
+        """Run on the writer thread with its connection: every statement executes at once."""
+        self._direct = conn
+
     async def read(self, statement: Executable, params: Params | None, extract: Extract) -> Any:
+        if self._direct is not None:
+            return extract(self._direct.execute(statement, params))
         if self.wrote and self._writer is not None:
             return await self._on_writer(lambda conn: extract(conn.execute(statement, params)))
         conn = self._conn or await self._connect()
@@ -93,6 +103,8 @@ class SqlUnit:
     ) -> Any:
         """A write whose answer (by default its row count) the caller needs now."""
         self.wrote = True
+        if self._direct is not None:
+            return extract(self._direct.execute(statement, params))
         if self._writer is not None:
             return await self._on_writer(lambda conn: extract(conn.execute(statement, params)))
         conn = self._conn or await self._connect()
@@ -106,7 +118,7 @@ class SqlUnit:
         On SQLite it is sent with the unit's next statement or its end, so ``check`` may raise
         only then (from the unit's exit); the whole unit is rolled back either way.
         """
-        if self._writer is None:
+        if self._writer is None or self._direct is not None:
             result = await self.write(statement, params, _itself)
             if check is not None:
                 check(result)
@@ -129,6 +141,9 @@ class SqlUnit:
         """Run ``op`` on the writer with the unit's next statement or its end (``on_writer``)."""
         assert self._writer is not None
         self.wrote = True
+        if self._direct is not None:
+            op(self._direct)
+            return
         self._deferred.append(op)
 
     async def insert_or_nothing(self, statement: Executable, params: Mapping[str, Any]) -> bool:
@@ -154,7 +169,7 @@ class SqlUnit:
             return await self._writer.run(self._ticket, ops, first=first)
         except TimeoutError:
             self._ticket = None
-            raise _locked() from None
+            raise locked_error() from None
 
     async def _connect(self) -> AsyncConnection:
         self._conn = await self._engine.connect()
@@ -178,7 +193,7 @@ class SqlUnit:
         try:
             await self._writer.run(ticket, ops, first=first, end=True)
         except TimeoutError:
-            raise _locked() from None
+            raise locked_error() from None
         finally:
             self._ticket = None
 
@@ -199,7 +214,7 @@ def _itself(result: CursorResult[Any]) -> CursorResult[Any]:
     return result
 
 
-def _locked() -> StoreError:
+def locked_error() -> StoreError:
     """Queued for the writer as long as SQLite itself would (``busy_timeout``), no longer."""
     return StoreError(
         "database is locked: another unit of work kept writing for "

@@ -43,11 +43,12 @@ DEFAULT_MAX_BATCH = 64
 class Ticket:
     """One unit of work as the writer sees it. Its fields are touched by the writer thread only."""
 
-    __slots__ = ("broken", "done", "savepoint")
+    __slots__ = ("broken", "done", "savepoint", "value")
 
     def __init__(self) -> None:
         self.savepoint: NestedTransaction | None = None
         self.done: _Reply | None = None  # answered once the batch holding this unit commits
+        self.value: Any = None  # the answer of its last job, sent with ``done``
         self.broken: BaseException | None = None  # its transaction was lost
 
 
@@ -126,8 +127,8 @@ class SqliteWriter:
         """Run ``ops`` in ``ticket``'s savepoint; the last op's value is the answer.
 
         The unit's ``first`` job may wait for its turn, at most ``busy_timeout`` (then
-        ``TimeoutError``). ``end``: release the savepoint and answer only once the batch holding
-        the unit has committed.
+        ``TimeoutError``). ``end``: release the savepoint and answer (the last op's value) only
+        once the batch holding the unit has committed.
         """
         reply = _Reply()
         self._send(_Job(ticket, ops, end, reply))
@@ -141,7 +142,8 @@ class SqliteWriter:
             raise
 
     async def unit_of_one(self, op: Op) -> Any:
-        """``op`` as a unit of its own (a heartbeat): it rides the group commit like any unit."""
+        """``op`` as a unit of its own, in one hop (a heartbeat, a whole unit of work): it rides
+        the group commit like any unit; its value is answered after the commit's fsync."""
         return await self.run(Ticket(), [op], first=True, end=True)
 
     async def abort(self, ticket: Ticket) -> None:
@@ -247,6 +249,7 @@ class SqliteWriter:
             return
         ticket.savepoint = None
         ticket.done = job.reply
+        ticket.value = value
         self._active = None
         self._batch.append(ticket)
 
@@ -346,8 +349,9 @@ class SqliteWriter:
 
 def _answer(ticket: Ticket, error: BaseException | None = None) -> None:
     done, ticket.done = ticket.done, None
+    value, ticket.value = ticket.value, None
     if done is not None:
-        done.send(error=error)
+        done.send(value if error is None else None, error)
 
 
 def _in_transaction(conn: Connection) -> bool:

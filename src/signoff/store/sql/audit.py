@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection, CursorResult
 from sqlalchemy.sql.base import Executable
 
@@ -65,7 +66,9 @@ class SqlAuditLog:
             rows = [audit_values(event) for event in linked]
             if unit.sql.dialect == "postgresql":
                 # One round trip: the rows are inserted by a CTE of the head's UPDATE.
-                await unit.write(_insert_then_set_head(rows), {"b_hash": linked[-1].hash})
+                params: dict[str, Any] = {f"b_{c}s": [row[c] for row in rows] for c in _COLUMNS}
+                params |= {"b_tenant": tenant_id, "b_hash": linked[-1].hash}
+                await unit.write(_INSERT_THEN_SET_HEAD, params)
                 continue
             await unit.write(sql.insert_audit, rows)
             await unit.write(sql.set_head_hash, {"b_tenant": tenant_id, "b_hash": linked[-1].hash})
@@ -153,15 +156,41 @@ def _scalar(result: CursorResult[Any]) -> Any:
     return result.scalar_one_or_none()
 
 
-def _insert_then_set_head(rows: list[dict[str, Any]]) -> Executable:
-    """PostgreSQL: ``WITH ins AS (INSERT ... VALUES (...), ...) UPDATE heads SET head_hash``.
+_COLUMNS = (
+    "run_id",
+    "tenant_id",
+    "kind",
+    "at",
+    "actor",
+    "status",
+    "code",
+    "data",
+    "chain_seq",
+    "prev_hash",
+    "hash",
+)
+
+
+def _insert_then_set_head() -> Executable:
+    """PostgreSQL: ``WITH ins AS (INSERT ... SELECT * FROM unnest(arrays)) UPDATE heads``.
 
     A data-modifying CTE runs whether or not the statement refers to it, in the same snapshot
-    and transaction; its rows' values travel as bound parameters."""
-    inserted = sa.insert(audit_events).values(rows).cte("signoff_new_events")
+    and transaction. The rows travel as one array per column, so it is one statement for any
+    number of events: compiled once and prepared once per connection (a multi-row ``VALUES``
+    would be a new statement, compiled again, for every call)."""
+    arrays = [sa.bindparam(f"b_{c}s", type_=ARRAY(audit_events.c[c].type)) for c in _COLUMNS]
+    rows = sa.func.unnest(*arrays).table_valued(*_COLUMNS).render_derived(name="e")
+    inserted = (
+        sa.insert(audit_events)
+        .from_select(list(_COLUMNS), sa.select(*(rows.c[c] for c in _COLUMNS)))
+        .cte("signoff_new_events")
+    )
     return (
         sa.update(audit_heads)
-        .where(audit_heads.c.tenant_id == rows[0]["tenant_id"])
+        .where(audit_heads.c.tenant_id == sa.bindparam("b_tenant"))
         .values(head_hash=sa.bindparam("b_hash"))
         .add_cte(inserted)
     )
+
+
+_INSERT_THEN_SET_HEAD = _insert_then_set_head()

@@ -1,4 +1,5 @@
-"""The store contract for whole units (``WholeUnits.run_unit``), over every backend (conftest).
+"""The store contract for whole units (``WholeUnits.run_unit``) and for settling a run
+(``SettlingUnit.settle``, or the same four calls where a unit lacks it), over every backend.
 
 A whole unit is what ``RunLedger`` hands the store for each write: the same guarantees as
 ``async with store.unit()``, whichever thread the store runs it on.
@@ -12,14 +13,19 @@ from datetime import timedelta
 
 import pytest
 
+from signoff.core.chain import GENESIS, recomputed_hash
+from signoff.core.ledger import settle
 from signoff.core.ports import (
     AuditEvent,
     DuplicateState,
     RunAlreadyExists,
+    Settlement,
+    SettlingUnit,
+    Store,
     StoreUnit,
     WholeUnits,
 )
-from signoff.core.run import ActionRun, RunStatus
+from signoff.core.run import ActionRun, DuplicateScope, RunStatus
 from tests.store.conftest import Backend
 from tests.store.samples import T0, new_run, result, scope
 
@@ -151,3 +157,104 @@ async def test_compare_and_set_then_complete_in_one_whole_unit_only_if_it_won(
         assert entry.result == winner.result
         kinds = [e.kind for e in await unit.audit.list_for_run(run.run_id)]
     assert kinds == [f"won-{winner.result.output['writer']}"]
+
+
+# ------------------------------------------------------------------------- settle (terminal)
+async def settled(
+    store: Store, expected: int, run: ActionRun, then: Settlement
+) -> ActionRun | None:
+    async with store.unit() as unit:
+        if isinstance(unit, SettlingUnit):
+            return await unit.settle(expected, run, then)
+        return await settle(unit, expected, run, then)
+
+
+async def running_with_holds(backend: Backend, tenant: str) -> tuple[ActionRun, DuplicateScope]:
+    held = scope(tenant)
+    run = new_run(tenant).model_copy(update={"status": RunStatus.RUNNING, "duplicate_scope": held})
+    async with (await backend.open()).unit() as unit:
+        assert (await unit.duplicates.reserve(held, run.run_id, "h", T0)).accepted
+        await unit.limits.hold(f"{tenant}/spend", tenant, run.run_id, 5.0, T0)
+        await unit.runs.create(run)
+        await unit.audit.append(
+            [AuditEvent(run_id=run.run_id, tenant_id=tenant, kind="dispatching", at=T0)]
+        )
+    return run, held
+
+
+def settlement(held: DuplicateScope, kind: str = "executed") -> Settlement:
+    def events(stored: ActionRun) -> list[AuditEvent]:
+        return [
+            AuditEvent(
+                run_id=stored.run_id,
+                tenant_id=stored.tenant_id,
+                kind=kind,
+                at=T0,
+                status=str(stored.status),
+                data={"version": stored.version},
+            )
+        ]
+
+    return Settlement(at=T0, events=events, complete=(held, result()), release_limits=True)
+
+
+async def test_settle_writes_the_run_completes_releases_and_audits_on_the_chain(
+    backend: Backend, tenant: str
+) -> None:
+    run, held = await running_with_holds(backend, tenant)
+    store = await backend.open()
+    final = run.advance(RunStatus.SUCCEEDED, T0 + timedelta(seconds=1), result=result())
+    stored = await settled(store, run.version, final, settlement(held))
+    assert stored is not None and stored.version == run.version + 1
+    async with store.unit() as unit:
+        assert await unit.runs.get(run.run_id) == stored
+        entry = await unit.duplicates.get(held)
+        assert entry is not None and entry.state is DuplicateState.COMPLETED
+        assert entry.result == result()
+        assert await unit.limits.usage(f"{tenant}/spend", T0 - timedelta(days=1)) == []
+        # The next append links after the settled event: the chain has no gap and no fork.
+        await unit.audit.append(
+            [AuditEvent(run_id=run.run_id, tenant_id=tenant, kind="later", at=T0)]
+        )
+    async with store.unit() as unit:
+        trail = await unit.audit.list_for_run(run.run_id)
+        heads = {h.tenant_id: h for h in await unit.audit.heads()}
+    assert [e.kind for e in trail] == ["dispatching", "executed", "later"]
+    assert trail[1].data == {"version": stored.version}
+    assert [e.chain_seq for e in trail] == [1, 2, 3]
+    prev = GENESIS
+    for e in trail:
+        assert e.prev_hash == prev and recomputed_hash(e) == e.hash
+        prev = e.hash or ""
+    assert heads[tenant].chain_seq == 3 and heads[tenant].hash == trail[-1].hash
+
+
+async def test_a_lost_settle_writes_nothing(backend: Backend, tenant: str) -> None:
+    run, held = await running_with_holds(backend, tenant)
+    store = await backend.open()
+    final = run.advance(RunStatus.SUCCEEDED, T0, result=result())
+    assert await settled(store, run.version + 1, final, settlement(held)) is None
+    async with store.unit() as unit:
+        assert await unit.runs.get(run.run_id) == run
+        entry = await unit.duplicates.get(held)
+        assert entry is not None and entry.state is DuplicateState.RUNNING
+        assert len(await unit.limits.usage(f"{tenant}/spend", T0 - timedelta(days=1))) == 1
+        assert [e.kind for e in await unit.audit.list_for_run(run.run_id)] == ["dispatching"]
+        heads = {h.tenant_id: h for h in await unit.audit.heads()}
+    assert heads[tenant].chain_seq == 1
+
+
+async def test_sixteen_concurrent_settles_one_wins_and_the_chain_stays_linear(
+    backend: Backend, tenant: str
+) -> None:
+    run, held = await running_with_holds(backend, tenant)
+    store = await backend.open()
+    final = run.advance(RunStatus.SUCCEEDED, T0, result=result())
+    outcomes = await asyncio.gather(
+        *(settled(store, run.version, final, settlement(held, f"won-{i}")) for i in range(WRITERS))
+    )
+    assert len([o for o in outcomes if o is not None]) == 1
+    async with store.unit() as unit:
+        trail = await unit.audit.list_for_run(run.run_id)
+    assert len(trail) == 2 and trail[1].kind.startswith("won-")
+    assert [e.chain_seq for e in trail] == [1, 2] and trail[1].prev_hash == trail[0].hash

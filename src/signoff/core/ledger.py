@@ -28,6 +28,8 @@ from signoff.core.ports import (
     Clock,
     DuplicateEntry,
     Liveness,
+    Settlement,
+    SettlingUnit,
     Store,
     StoreUnit,
     WholeUnits,
@@ -228,19 +230,20 @@ class RunLedger:
             if approval is not None
             else run.advance(status, now, result=result)
         )
+        scope = run.duplicate_scope
+        then = Settlement(
+            at=now,
+            events=lambda stored: [
+                event(stored, kind, now, actor=actor, code=result.code, **(data or {}))
+            ],
+            complete=(scope, result) if scope is not None else None,
+            release_limits=releases(run, status),
+        )
 
         async def body(unit: StoreUnit) -> ActionRun | None:
-            stored = await unit.runs.compare_and_set(run.version, final)
-            if stored is None:
-                return None
-            if run.duplicate_scope is not None:
-                await unit.duplicates.complete(run.duplicate_scope, run.run_id, result, now)
-            if releases(run, status):
-                await unit.limits.release(run.run_id)
-            await unit.audit.append(
-                [event(stored, kind, now, actor=actor, code=result.code, **(data or {}))]
-            )
-            return stored
+            if isinstance(unit, SettlingUnit):
+                return await unit.settle(run.version, final, then)
+            return await settle(unit, run.version, final, then)
 
         stored = await self._write(body)
         if stored is None:
@@ -297,3 +300,19 @@ class RunLedger:
 
     async def liveness(self, worker_ids: Sequence[str]) -> dict[str, Liveness]:
         return await self._store.workers.liveness(worker_ids)
+
+
+async def settle(
+    unit: StoreUnit, expected_version: int, run: ActionRun, then: Settlement
+) -> ActionRun | None:
+    """``SettlingUnit.settle`` through the unit's four ports, for a unit without it."""
+    stored = await unit.runs.compare_and_set(expected_version, run)
+    if stored is None:
+        return None
+    if then.complete is not None:
+        scope, result = then.complete
+        await unit.duplicates.complete(scope, run.run_id, result, then.at)
+    if then.release_limits:
+        await unit.limits.release(run.run_id)
+    await unit.audit.append(then.events(stored))
+    return stored

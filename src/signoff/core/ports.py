@@ -234,6 +234,35 @@ class StoreUnit(Protocol):
     def limits(self) -> LimitLedger: ...
 
 
+@dataclass(frozen=True, slots=True)
+class Settlement:
+    """What a compare-and-set that wins also writes in its unit (``SettlingUnit.settle``)."""
+
+    at: datetime
+    events: Callable[[ActionRun], list[AuditEvent]]
+    """The audit to append, given the run as stored (plain computation)."""
+    complete: tuple[DuplicateScope, ExecutionResult] | None = None
+    """Complete this reservation (owned by the run) with this result, at ``at``."""
+    release_limits: bool = False
+    """Give the run's limit reservations back."""
+
+
+@runtime_checkable
+class SettlingUnit(Protocol):
+    """A unit that writes "compare-and-set; if it won, complete, release and audit" as one step.
+
+    Exactly what ``runs.compare_and_set`` followed, on success, by ``duplicates.complete``,
+    ``limits.release`` and ``audit.append`` write, with the same answers; the store may send it
+    in fewer round trips (PostgreSQL: one data-modifying CTE, then the chained audit rows). A
+    unit without it is driven through those four calls."""
+
+    async def settle(
+        self, expected_version: int, run: ActionRun, then: Settlement
+    ) -> ActionRun | None:
+        """The stored run if the compare-and-set won; ``None``: lost, nothing written."""
+        ...
+
+
 @runtime_checkable
 class Store(Protocol):
     @property

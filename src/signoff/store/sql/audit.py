@@ -66,8 +66,7 @@ class SqlAuditLog:
             rows = [audit_values(event) for event in linked]
             if unit.sql.dialect == "postgresql":
                 # One round trip: the rows are inserted by a CTE of the head's UPDATE.
-                params: dict[str, Any] = {f"b_{c}s": [row[c] for row in rows] for c in _COLUMNS}
-                params |= {"b_tenant": tenant_id, "b_hash": linked[-1].hash}
+                params = _columns(rows) | {"b_tenant": tenant_id, "b_hash": linked[-1].hash}
                 await unit.write(_INSERT_THEN_SET_HEAD, params)
                 continue
             await unit.write(sql.insert_audit, rows)
@@ -143,6 +142,26 @@ class SqlAuditLog:
         return events
 
 
+async def append_at_head(unit: SqlUnit, head: ChainHead, events: Sequence[AuditEvent]) -> None:
+    """PostgreSQL: append ``head.tenant_id``'s events after ``head``, whose row this unit has
+    locked without advancing it (``settle.py``): the rows and the new head (number and hash) in
+    one statement. Events of another tenant, if any, take the ordinary way."""
+    mine = [e for e in events if e.tenant_id == head.tenant_id]
+    others = [e for e in events if e.tenant_id != head.tenant_id]
+    if mine:
+        linked = link(head, mine)
+        params = _columns([audit_values(event) for event in linked])
+        params |= {"b_tenant": head.tenant_id, "b_hash": linked[-1].hash}
+        params["b_seq"] = linked[-1].chain_seq
+        await unit.write(_INSERT_THEN_SET_HEAD_AND_SEQ, params)
+    if others:
+        await unit.audit.append(others)
+
+
+def _columns(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    return {f"b_{c}s": [row[c] for row in rows] for c in _COLUMNS}
+
+
 def _head(tenant_id: str, count: int, result: CursorResult[Any]) -> ChainHead:
     row = result.mappings().one()
     return ChainHead(tenant_id, int(row["chain_seq"]) - count, str(row["head_hash"]))
@@ -171,13 +190,14 @@ _COLUMNS = (
 )
 
 
-def _insert_then_set_head() -> Executable:
+def _insert_then_set_head(*, seq: bool = False) -> Executable:
     """PostgreSQL: ``WITH ins AS (INSERT ... SELECT * FROM unnest(arrays)) UPDATE heads``.
 
     A data-modifying CTE runs whether or not the statement refers to it, in the same snapshot
     and transaction. The rows travel as one array per column, so it is one statement for any
     number of events: compiled once and prepared once per connection (a multi-row ``VALUES``
-    would be a new statement, compiled again, for every call)."""
+    would be a new statement, compiled again, for every call). ``seq``: also set the head's
+    number (a head locked without advancing it)."""
     arrays = [sa.bindparam(f"b_{c}s", type_=ARRAY(audit_events.c[c].type)) for c in _COLUMNS]
     rows = sa.func.unnest(*arrays).table_valued(*_COLUMNS).render_derived(name="e")
     inserted = (
@@ -185,12 +205,16 @@ def _insert_then_set_head() -> Executable:
         .from_select(list(_COLUMNS), sa.select(*(rows.c[c] for c in _COLUMNS)))
         .cte("signoff_new_events")
     )
+    values: dict[str, Any] = {"head_hash": sa.bindparam("b_hash")}
+    if seq:
+        values["chain_seq"] = sa.bindparam("b_seq", type_=audit_heads.c.chain_seq.type)
     return (
         sa.update(audit_heads)
         .where(audit_heads.c.tenant_id == sa.bindparam("b_tenant"))
-        .values(head_hash=sa.bindparam("b_hash"))
+        .values(values)
         .add_cte(inserted)
     )
 
 
 _INSERT_THEN_SET_HEAD = _insert_then_set_head()
+_INSERT_THEN_SET_HEAD_AND_SEQ = _insert_then_set_head(seq=True)

@@ -34,6 +34,8 @@ from signoff.store.sql.tables import (
 )
 
 _TERMINAL = sorted(str(status) for status in TERMINAL_STATUSES)
+# Literals, not an expanding IN: a statement's text stays the same for every call.
+TERMINAL_LITERALS: list[sa.ColumnElement[Any]] = [sa.literal_column(f"'{s}'") for s in _TERMINAL]
 _RUNNING = DuplicateState.RUNNING.value
 _COMPLETED = DuplicateState.COMPLETED.value
 
@@ -143,8 +145,7 @@ def statements_for(dialect: str) -> Statements:
         .where(
             runs.c.run_id == sa.bindparam("b_run_id"),
             runs.c.version == expected,
-            # Literals, not an expanding IN: the statement text stays the same for every call.
-            runs.c.status.not_in([sa.literal_column(f"'{s}'") for s in _TERMINAL]),
+            runs.c.status.not_in(TERMINAL_LITERALS),
         )
         .values(
             status=sa.bindparam("b_status"),

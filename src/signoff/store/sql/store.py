@@ -15,6 +15,7 @@ from signoff.core.ports import StoreUnit
 from signoff.store.faults import DecodeFaults
 from signoff.store.sql.links import SqlLinkStore
 from signoff.store.sql.notify import ChangeNotifier
+from signoff.store.sql.settle import PostgresUnit
 from signoff.store.sql.statements import statements_for
 from signoff.store.sql.unit import SqlUnit, locked_error
 from signoff.store.sql.workers import SqlWorkerRegistry
@@ -54,7 +55,8 @@ class SqlStore:
     @asynccontextmanager
     async def unit(self) -> AsyncIterator[StoreUnit]:
         """One transaction: committed on a clean exit, rolled back on any error."""
-        unit = SqlUnit(self.engine, self._sql, self.writer, self.decode_faults)
+        kind = PostgresUnit if self.dialect == "postgresql" else SqlUnit
+        unit = kind(self.engine, self._sql, self.writer, self.decode_faults)
         try:
             yield unit
         except BaseException:

@@ -1,0 +1,130 @@
+"""PostgreSQL: "compare-and-set; if it won, complete, release and audit" in two statements.
+
+``RunLedger.terminal`` (every governed call's second unit) hands the store a ``Settlement``; on
+PostgreSQL it is sent as
+
+1. one data-modifying CTE: the compare-and-set, and - each only if it matched a row - the
+   reservation's completion, the release of the run's limit reservations and the lock of the
+   tenant's chain head (``ON CONFLICT DO UPDATE`` of the head row, which returns it);
+2. the chained audit rows inserted by a CTE of the head's update (``audit.append_at_head``).
+
+instead of one statement each (CAS, complete, release, bump, append). Lock order is unchanged:
+the run row first (the head's insert selects from the CAS, so it runs after it), the head last.
+Nothing is written when the compare-and-set is lost, exactly as with the four calls.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.engine import CursorResult
+from sqlalchemy.sql.selectable import Select
+
+from signoff.core.chain import GENESIS
+from signoff.core.ports import ChainHead, DuplicateState, Settlement
+from signoff.core.run import ActionRun
+from signoff.store.sql.audit import append_at_head
+from signoff.store.sql.codec import result_json, scope_hash
+from signoff.store.sql.statements import TERMINAL_LITERALS
+from signoff.store.sql.tables import audit_heads, duplicates, limit_reservations, runs
+from signoff.store.sql.unit import SqlUnit
+
+
+def _settle_statement() -> Select[Any]:
+    run_id = sa.bindparam("b_run_id", type_=runs.c.run_id.type)
+    expected = sa.bindparam("b_expected", type_=sa.Integer())
+    cas = (
+        sa.update(runs)
+        .where(
+            runs.c.run_id == run_id,
+            runs.c.version == expected,
+            runs.c.status.not_in(TERMINAL_LITERALS),
+        )
+        .values(
+            status=sa.bindparam("b_status"),
+            version=expected + 1,
+            updated_at=sa.bindparam("b_updated_at", type_=runs.c.updated_at.type),
+            data=sa.bindparam("b_data"),
+        )
+        .returning(runs.c.tenant_id)
+        .cte("signoff_cas")
+    )
+    won = sa.exists(sa.select(cas.c.tenant_id))
+    completed = (
+        sa.update(duplicates)
+        .where(
+            duplicates.c.scope_hash == sa.bindparam("b_scope_hash"),
+            duplicates.c.owner_run_id == run_id,
+            duplicates.c.state == DuplicateState.RUNNING.value,
+            won,
+        )
+        .values(
+            state=DuplicateState.COMPLETED.value,
+            result=sa.bindparam("b_result"),
+            completed_at=sa.bindparam("b_completed_at", type_=duplicates.c.completed_at.type),
+        )
+        .cte("signoff_completed")
+    )
+    released = (
+        sa.delete(limit_reservations)
+        .where(
+            limit_reservations.c.run_id == run_id,
+            sa.bindparam("b_release", type_=sa.Boolean()),
+            won,
+        )
+        .cte("signoff_released")
+    )
+    lock = postgresql.insert(audit_heads).from_select(
+        ["tenant_id", "chain_seq", "head_hash"],
+        sa.select(cas.c.tenant_id, sa.literal(0, sa.BigInteger()), sa.literal(GENESIS)),
+    )
+    head = (
+        lock.on_conflict_do_update(
+            index_elements=["tenant_id"], set_={"chain_seq": audit_heads.c.chain_seq}
+        )
+        .returning(audit_heads.c.chain_seq, audit_heads.c.head_hash)
+        .cte("signoff_head")
+    )
+    return sa.select(head.c.chain_seq, head.c.head_hash).add_cte(completed, released)
+
+
+_SETTLE = _settle_statement()
+
+
+class PostgresUnit(SqlUnit):
+    """A PostgreSQL unit of work that also settles in two statements (``SettlingUnit``)."""
+
+    __slots__ = ()
+
+    async def settle(
+        self, expected_version: int, run: ActionRun, then: Settlement
+    ) -> ActionRun | None:
+        stored = run.model_copy(update={"version": expected_version + 1})
+        scope, result = then.complete if then.complete is not None else (None, None)
+        row = await self.write(
+            _SETTLE,
+            {
+                "b_run_id": run.run_id,
+                "b_expected": expected_version,
+                "b_status": str(stored.status),
+                "b_updated_at": stored.updated_at,
+                "b_data": stored.model_dump_json(),
+                "b_scope_hash": scope_hash(scope) if scope is not None else None,
+                "b_result": result_json(result) if result is not None else None,
+                "b_completed_at": then.at,
+                "b_release": then.release_limits,
+            },
+            _one_or_none,
+        )
+        if row is None:
+            return None
+        self.changed_runs.append(run.run_id)
+        head = ChainHead(run.tenant_id, int(row["chain_seq"]), str(row["head_hash"]))
+        await append_at_head(self, head, then.events(stored))
+        return stored
+
+
+def _one_or_none(result: CursorResult[Any]) -> Any:
+    return result.mappings().one_or_none()

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import ARRAY
-from sqlalchemy.engine import Connection, CursorResult
+from sqlalchemy.engine import CursorResult
 from sqlalchemy.sql.base import Executable
 
 from signoff.core.chain import by_tenant, link
@@ -30,6 +30,7 @@ from signoff.store.sql.codec import (
     checkpoint_from_row,
     checkpoint_values,
 )
+from signoff.store.sql.direct import Executes
 from signoff.store.sql.tables import audit_checkpoints, audit_events, audit_heads
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ class SqlAuditLog:
         groups = list(by_tenant(events))
         if unit.on_writer:
 
-            def append_on_writer(conn: Connection) -> None:
+            def append_on_writer(conn: Executes) -> None:
                 for tenant_id, batch in groups:
                     params = {"b_tenant": tenant_id, "b_count": len(batch)}
                     head = _head(tenant_id, len(batch), conn.execute(sql.bump_head, params))

@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from signoff.core.ports import StoreUnit
 from signoff.store.faults import DecodeFaults
+from signoff.store.sql.direct import DirectConnection, Plans
 from signoff.store.sql.links import SqlLinkStore
 from signoff.store.sql.notify import ChangeNotifier
 from signoff.store.sql.settle import PostgresUnit
@@ -41,6 +42,7 @@ class SqlStore:
         self._workers = SqlWorkerRegistry(engine, self.writer)
         self.decode_faults = DecodeFaults()
         self._links = SqlLinkStore(engine)
+        self._plans: Plans = {}  # the writer thread's compiled statements (direct.py)
 
     @property
     def workers(self) -> SqlWorkerRegistry:
@@ -79,11 +81,13 @@ class SqlStore:
         context = contextvars.copy_context()
 
         def whole(conn: Connection) -> T:
-            unit.bind(conn)
+            direct = DirectConnection(conn, self._plans)
+            unit.bind(direct)
             try:
                 return context.run(_drive, body(unit))
             finally:
                 unit.bind(None)
+                direct.close()
 
         try:
             value: T = await self.writer.unit_of_one(whole)

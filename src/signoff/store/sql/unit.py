@@ -27,6 +27,7 @@ from sqlalchemy.sql.base import Executable
 from signoff.store.errors import StoreError
 from signoff.store.faults import DecodeFaults
 from signoff.store.sql.audit import SqlAuditLog
+from signoff.store.sql.direct import DirectConnection, Executes
 from signoff.store.sql.duplicates import SqlDuplicateStore
 from signoff.store.sql.engine import SQLITE_BUSY_TIMEOUT_MS
 from signoff.store.sql.limits import SqlLimitLedger
@@ -77,7 +78,7 @@ class SqlUnit:
         self._conn: AsyncConnection | None = None
         self._ticket: Ticket | None = None  # SQLite: set once the writer has seen this unit
         self._deferred: list[Callable[[Connection], Any]] = []
-        self._direct: Connection | None = None  # SQLite, a whole unit: the writer's connection
+        self._direct: DirectConnection | None = None  # SQLite, a whole unit, on the writer
         self.sql = sql
         self.wrote = False
         self.changed_runs: list[str] = []
@@ -86,7 +87,7 @@ class SqlUnit:
         self.audit: SqlAuditLog = SqlAuditLog(self)
         self.limits: SqlLimitLedger = SqlLimitLedger(self)
 
-    def bind(self, conn: Connection | None) -> None:
+    def bind(self, conn: DirectConnection | None) -> None:
         """Run on the writer thread with its connection: every statement executes at once."""
         self._direct = conn
 
@@ -137,7 +138,7 @@ class SqlUnit:
         """SQLite: writes go to the store's writer thread and may be held back (``defer``)."""
         return self._writer is not None
 
-    def defer(self, op: Callable[[Connection], Any]) -> None:
+    def defer(self, op: Callable[[Executes], Any]) -> None:
         """Run ``op`` on the writer with the unit's next statement or its end (``on_writer``)."""
         assert self._writer is not None
         self.wrote = True

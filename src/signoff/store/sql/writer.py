@@ -32,12 +32,13 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import event
-from sqlalchemy.engine import URL, Connection, NestedTransaction
+from sqlalchemy.engine import URL, Connection
 
 from signoff.store.sql.engine import SQLITE_BUSY_TIMEOUT_MS
 
 Op = Callable[[Connection], Any]
 DEFAULT_MAX_BATCH = 64
+_SAVEPOINT = "signoff_unit"
 
 
 class Ticket:
@@ -46,7 +47,7 @@ class Ticket:
     __slots__ = ("broken", "done", "savepoint", "value")
 
     def __init__(self) -> None:
-        self.savepoint: NestedTransaction | None = None
+        self.savepoint = False  # inside its SAVEPOINT (``_SAVEPOINT``)
         self.done: _Reply | None = None  # answered once the batch holding this unit commits
         self.value: Any = None  # the answer of its last job, sent with ``done``
         self.broken: BaseException | None = None  # its transaction was lost
@@ -218,7 +219,8 @@ class SqliteWriter:
             conn = self._connection()
             if not conn.in_transaction():
                 conn.begin()
-            job.ticket.savepoint = conn.begin_nested()
+            _raw(conn, f"SAVEPOINT {_SAVEPOINT}")
+            job.ticket.savepoint = True
         except BaseException as exc:
             self._lost(exc)
             job.ticket.broken = exc
@@ -235,8 +237,8 @@ class SqliteWriter:
             for op in job.ops:
                 value = op(conn)
             if job.end:
-                assert ticket.savepoint is not None
-                ticket.savepoint.commit()  # RELEASE: the unit now rides on the batch
+                assert ticket.savepoint
+                _raw(conn, f"RELEASE {_SAVEPOINT}")  # the unit now rides on the batch
         except BaseException as exc:
             if not _in_transaction(conn):
                 self._lost(exc)  # SQLite rolled everything back: the whole batch failed
@@ -247,7 +249,7 @@ class SqliteWriter:
         if not job.end:
             job.reply.send(value)
             return
-        ticket.savepoint = None
+        ticket.savepoint = False
         ticket.done = job.reply
         ticket.value = value
         self._active = None
@@ -265,12 +267,14 @@ class SqliteWriter:
         abort.reply.send()
 
     def _rollback_unit(self, ticket: Ticket) -> None:
-        savepoint, ticket.savepoint = ticket.savepoint, None
+        savepoint, ticket.savepoint = ticket.savepoint, False
         self._active = None
-        if savepoint is None:
+        if not savepoint:
             return
         try:
-            savepoint.rollback()
+            conn = self._connection()
+            _raw(conn, f"ROLLBACK TO {_SAVEPOINT}")
+            _raw(conn, f"RELEASE {_SAVEPOINT}")
         except BaseException as exc:
             self._lost(exc)
 
@@ -311,7 +315,7 @@ class SqliteWriter:
         for ticket in batch:
             _answer(ticket, error=exc)
         if self._active is not None:
-            self._active.savepoint = None
+            self._active.savepoint = False
             self._active.broken = exc
             self._active = None
         self._discard_connection()
@@ -345,6 +349,14 @@ class SqliteWriter:
             if conn.in_transaction():
                 conn.rollback()
             conn.close()
+
+
+def _raw(conn: Connection, sql: str) -> None:
+    """A savepoint statement on the DB-API connection: one name (units never nest), nothing
+    for SQLAlchemy to compile (its savepoint names change with every unit)."""
+    dbapi = conn.connection.dbapi_connection
+    assert dbapi is not None
+    dbapi.execute(sql)
 
 
 def _answer(ticket: Ticket, error: BaseException | None = None) -> None:

@@ -1,0 +1,158 @@
+"""SQLite's writer thread: the store's writes sent straight to the driver's cursor.
+
+A whole unit of work runs on the writer thread (``SqlStore.run_unit``), where the statements are
+still SQLAlchemy Core, compiled by SQLAlchemy's SQLite dialect - once per statement object, since
+the store's statements are built once (``statements.py``). What is skipped is the per-execution
+machinery around the DB-API call (execution context, events, result set-up), which costs more
+than the statement itself on SQLite: parameters go through the compiled statement's own bind
+processors, in its own positional order, and a DB-API error is raised as SQLAlchemy's
+``DBAPIError`` like any other.
+
+Only writes whose answer needs no result processing take this way (row counts, ``RETURNING`` of
+plain integers and text); reads, and anything else, go through SQLAlchemy's ``Connection``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Protocol
+
+from sqlalchemy import exc
+from sqlalchemy.engine import Connection
+from sqlalchemy.sql.base import Executable
+from sqlalchemy.sql.dml import UpdateBase
+
+_MAX_PLANS = 256
+Plans = dict[tuple[int, tuple[str, ...], bool], tuple[Executable, "_Plan | None"]]
+
+
+class Executes(Protocol):
+    """``Connection`` or ``DirectConnection``: what a deferred write on the writer is given."""
+
+    def execute(self, statement: Executable, params: Any = None, /) -> Any: ...
+
+
+class _Plan:
+    __slots__ = ("compiled", "keys", "order", "processors", "returns", "sql")
+
+    def __init__(
+        self, statement: UpdateBase, connection: Connection, keys: list[str], many: bool
+    ) -> None:
+        # As SQLAlchemy compiles it for these parameter names (an INSERT without ``values()``
+        # takes its columns from them).
+        compiled: Any = statement.compile(
+            dialect=connection.dialect, column_keys=keys, for_executemany=many
+        )
+        self.compiled = compiled
+        self.sql: str = compiled.string
+        self.order: tuple[str, ...] = tuple(compiled.positiontup or ())
+        self.processors: dict[str, Callable[[Any], Any]] = dict(compiled._bind_processors)
+        returning = statement._returning
+        self.returns = bool(returning)
+        self.keys: tuple[str, ...] = tuple(str(getattr(c, "key", c)) for c in returning)
+
+    def args(self, params: Mapping[str, Any] | None) -> tuple[Any, ...]:
+        values = self.compiled.construct_params(params)
+        processors = self.processors
+        out = []
+        for name in self.order:
+            value = values[name]
+            processor = processors.get(name)
+            out.append(processor(value) if processor is not None and value is not None else value)
+        return tuple(out)
+
+
+def _same_keys(params: Sequence[Mapping[str, Any]]) -> bool:
+    keys = params[0].keys() if params else set()
+    return all(p.keys() == keys for p in params)
+
+
+def _plannable(statement: UpdateBase, connection: Connection) -> bool:
+    for column in statement._returning:
+        kind = getattr(column, "type", None)
+        if kind is None or kind._cached_result_processor(connection.dialect, None) is not None:
+            return False
+    return True
+
+
+class Rows:
+    """The part of ``CursorResult`` the stores read from a write."""
+
+    __slots__ = ("_keys", "_rows", "rowcount")
+
+    def __init__(self, rowcount: int, keys: tuple[str, ...], rows: list[tuple[Any, ...]]) -> None:
+        self.rowcount = rowcount
+        self._keys = keys
+        self._rows = rows
+
+    def mappings(self) -> Rows:
+        return self
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return (dict(zip(self._keys, row, strict=True)) for row in self._rows)
+
+    def one(self) -> dict[str, Any]:
+        if len(self._rows) != 1:
+            raise (
+                exc.NoResultFound("expected one row")
+                if not self._rows
+                else exc.MultipleResultsFound("expected one row")
+            )
+        return dict(zip(self._keys, self._rows[0], strict=True))
+
+    def one_or_none(self) -> dict[str, Any] | None:
+        return None if not self._rows else self.one()
+
+    def scalar_one_or_none(self) -> Any:
+        row = self.one_or_none()
+        return None if row is None else next(iter(row.values()))
+
+
+class DirectConnection:
+    """The writer's connection for a whole unit: ``execute`` like ``Connection.execute``."""
+
+    __slots__ = ("_cursor", "_plans", "connection")
+
+    def __init__(self, connection: Connection, plans: Plans) -> None:
+        self.connection = connection
+        self._plans = plans
+        dbapi = connection.connection.dbapi_connection
+        assert dbapi is not None
+        self._cursor: Any = dbapi.cursor()
+
+    def execute(
+        self,
+        statement: Executable,
+        params: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+    ) -> Any:
+        many = isinstance(params, Sequence)
+        first = (params[0] if params else None) if isinstance(params, Sequence) else params
+        plan = self._plan(statement, sorted(first or ()), many)
+        if plan is None or (isinstance(params, Sequence) and not _same_keys(params)):
+            return self.connection.execute(statement, params)
+        cursor = self._cursor
+        try:
+            if isinstance(params, Sequence):
+                cursor.executemany(plan.sql, [plan.args(p) for p in params])
+                return Rows(cursor.rowcount, plan.keys, [])
+            cursor.execute(plan.sql, plan.args(params))
+            rows = cursor.fetchall() if plan.returns else []
+            return Rows(cursor.rowcount, plan.keys, rows)
+        except sqlite3.Error as error:
+            raise exc.DBAPIError.instance(plan.sql, params, error, sqlite3.Error) from error
+
+    def _plan(self, statement: Executable, keys: list[str], many: bool) -> _Plan | None:
+        key = (id(statement), tuple(keys), many)
+        found = self._plans.get(key)
+        if found is not None and found[0] is statement:
+            return found[1]
+        plan = None
+        if isinstance(statement, UpdateBase) and _plannable(statement, self.connection):
+            plan = _Plan(statement, self.connection, keys, many)
+        if len(self._plans) < _MAX_PLANS:
+            self._plans[key] = (statement, plan)  # the statement kept: its id stays unique
+        return plan
+
+    def close(self) -> None:
+        self._cursor.close()

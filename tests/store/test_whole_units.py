@@ -1,5 +1,6 @@
-"""The store contract for whole units (``WholeUnits.run_unit``) and for settling a run
-(``SettlingUnit.settle``, or the same four calls where a unit lacks it), over every backend.
+"""The store contract for whole units (``WholeUnits.run_unit``), settling a run
+(``SettlingUnit.settle``) and creating a reserved one (``ReservingUnit.create_reserved``, through
+``RunLedger.create``), or the same calls one by one where a unit lacks them, on every backend.
 
 A whole unit is what ``RunLedger`` hands the store for each write: the same guarantees as
 ``async with store.unit()``, whichever thread the store runs it on.
@@ -9,14 +10,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 
 from signoff.core.chain import GENESIS, recomputed_hash
-from signoff.core.ledger import settle
+from signoff.core.ledger import RunLedger, settle
 from signoff.core.ports import (
     AuditEvent,
+    DuplicateEntry,
     DuplicateState,
     RunAlreadyExists,
     Settlement,
@@ -258,3 +260,116 @@ async def test_sixteen_concurrent_settles_one_wins_and_the_chain_stays_linear(
         trail = await unit.audit.list_for_run(run.run_id)
     assert len(trail) == 2 and trail[1].kind.startswith("won-")
     assert [e.chain_seq for e in trail] == [1, 2] and trail[1].prev_hash == trail[0].hash
+
+
+# ------------------------------------------------------------------ create reserved (propose)
+class FixedClock:
+    def now(self) -> datetime:
+        return T0
+
+
+def answered_duplicate(
+    run: ActionRun,
+) -> Callable[[DuplicateEntry], tuple[ActionRun, list[AuditEvent]]]:
+    def on_duplicate(existing: DuplicateEntry) -> tuple[ActionRun, list[AuditEvent]]:
+        held = result({"holder": existing.owner_run_id})
+        answer = run.model_copy(update={"status": RunStatus.FAILED, "result": held})
+        return answer, [AuditEvent(run_id=run.run_id, tenant_id=run.tenant_id, kind="dup", at=T0)]
+
+    return on_duplicate
+
+
+def proposed(run: ActionRun) -> list[AuditEvent]:
+    return [
+        AuditEvent(run_id=run.run_id, tenant_id=run.tenant_id, kind=kind, at=T0)
+        for kind in ("proposed", "validated", "dispatching")
+    ]
+
+
+async def chain_of(store: Store, tenant: str) -> list[int | None]:
+    async with store.unit() as unit:
+        return [e.chain_seq for e in await unit.audit.scan(tenant_id=tenant)]
+
+
+async def test_create_reserved_writes_the_reservation_the_run_and_its_chained_audit(
+    backend: Backend, tenant: str
+) -> None:
+    store = await backend.open()
+    ledger = RunLedger(store, FixedClock())
+    run, held = new_run(tenant), scope(tenant)
+    recorded = await ledger.create(
+        run, proposed(run), scope=held, on_duplicate=answered_duplicate(run)
+    )
+    assert recorded == run
+    async with store.unit() as unit:
+        assert await unit.runs.get(run.run_id) == run
+        entry = await unit.duplicates.get(held)
+        assert entry is not None and entry.owner_run_id == run.run_id
+        trail = await unit.audit.list_for_run(run.run_id)
+    assert [e.kind for e in trail] == ["proposed", "validated", "dispatching"]
+    assert [e.chain_seq for e in trail] == [1, 2, 3]
+    assert trail[0].prev_hash == GENESIS and trail[2].prev_hash == trail[1].hash
+    assert all(recomputed_hash(e) == e.hash for e in trail)
+
+
+async def test_create_reserved_on_a_held_scope_records_the_duplicate_answer(
+    backend: Backend, tenant: str
+) -> None:
+    store = await backend.open()
+    ledger = RunLedger(store, FixedClock())
+    held = scope(tenant)
+    first = new_run(tenant)
+    await ledger.create(first, proposed(first), scope=held, on_duplicate=answered_duplicate(first))
+    second = new_run(tenant)
+    recorded = await ledger.create(
+        second, proposed(second), scope=held, on_duplicate=answered_duplicate(second)
+    )
+    assert recorded.status is RunStatus.FAILED and recorded.result is not None
+    assert recorded.result.output == {"holder": first.run_id}
+    async with store.unit() as unit:
+        assert await unit.runs.get(second.run_id) == recorded
+        entry = await unit.duplicates.get(held)
+        assert entry is not None and entry.owner_run_id == first.run_id
+        assert [e.kind for e in await unit.audit.list_for_run(second.run_id)] == ["dup"]
+    assert await chain_of(store, tenant) == [1, 2, 3, 4]
+
+
+async def test_create_reserved_with_a_taken_run_id_raises_and_writes_nothing(
+    backend: Backend, tenant: str
+) -> None:
+    store = await backend.open()
+    ledger = RunLedger(store, FixedClock())
+    taken = new_run(tenant)
+    async with store.unit() as unit:
+        await unit.runs.create(taken)
+    held = scope(tenant)
+    again = taken.model_copy(update={"action_id": "other.action"})
+    with pytest.raises(RunAlreadyExists):
+        await ledger.create(
+            again, proposed(again), scope=held, on_duplicate=answered_duplicate(again)
+        )
+    async with store.unit() as unit:
+        assert await unit.runs.get(taken.run_id) == taken
+        if backend.durable:
+            assert await unit.duplicates.get(held) is None
+            assert await unit.audit.list_for_run(taken.run_id) == []
+    if backend.durable:
+        assert await chain_of(store, tenant) == []
+
+
+async def test_sixteen_concurrent_creates_of_one_scope_one_owner_and_one_linear_chain(
+    backend: Backend, tenant: str
+) -> None:
+    store = await backend.open()
+    ledger = RunLedger(store, FixedClock())
+    held = scope(tenant)
+    runs = [new_run(tenant) for _ in range(WRITERS)]
+    recorded = await asyncio.gather(
+        *(
+            ledger.create(run, proposed(run), scope=held, on_duplicate=answered_duplicate(run))
+            for run in runs
+        )
+    )
+    owners = [r for r in recorded if r.status is not RunStatus.FAILED]
+    assert len(owners) == 1
+    assert await chain_of(store, tenant) == list(range(1, 3 + WRITERS))

@@ -28,6 +28,7 @@ from signoff.core.ports import (
     Clock,
     DuplicateEntry,
     Liveness,
+    ReservingUnit,
     Settlement,
     SettlingUnit,
     Store,
@@ -145,16 +146,22 @@ class RunLedger:
 
         async def body(unit: StoreUnit) -> ActionRun:
             recorded, audit = run, events
-            duplicate = False
             if scope is not None:
-                reservation = await unit.duplicates.reserve(
-                    scope, run.run_id, run.input_hash, run.updated_at
-                )
+                if not limits and isinstance(unit, ReservingUnit):
+                    reservation = await unit.create_reserved(scope, run, events)
+                    if reservation.accepted:
+                        return run  # created with its audit
+                else:
+                    reservation = await unit.duplicates.reserve(
+                        scope, run.run_id, run.input_hash, run.updated_at
+                    )
                 if not reservation.accepted:
                     assert reservation.existing is not None and on_duplicate is not None
                     recorded, audit = on_duplicate(reservation.existing)
-                    duplicate = True
-            if limits and not duplicate:
+                    await unit.runs.create(recorded)
+                    await unit.audit.append(audit)
+                    return recorded
+            if limits:
                 assert on_limits is not None
                 decision = await reserve(unit.limits, limits, run.run_id, run.updated_at)
                 recorded, audit = on_limits(decision)

@@ -264,6 +264,20 @@ class SettlingUnit(Protocol):
 
 
 @runtime_checkable
+class ReservingUnit(Protocol):
+    """A unit that writes "reserve the scope; if that won, create the run and its audit" as one
+    step: exactly ``duplicates.reserve(scope, run.run_id, run.input_hash, run.updated_at)`` and,
+    when accepted, ``runs.create(run)`` and ``audit.append(events)``, with the same answers and
+    errors; the store may send it in fewer round trips (PostgreSQL: the reservation with the
+    chain head's lock, then the run with the chained audit rows). Not accepted: nothing else is
+    written, and the caller decides what to record."""
+
+    async def create_reserved(
+        self, scope: DuplicateScope, run: ActionRun, events: Sequence[AuditEvent]
+    ) -> Reservation: ...
+
+
+@runtime_checkable
 class Store(Protocol):
     @property
     def workers(self) -> WorkerRegistry: ...

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.sql.base import Executable
@@ -31,7 +32,7 @@ from signoff.store.sql.codec import (
     checkpoint_values,
 )
 from signoff.store.sql.direct import Executes
-from signoff.store.sql.tables import audit_checkpoints, audit_events, audit_heads
+from signoff.store.sql.tables import audit_checkpoints, audit_events, audit_heads, runs
 
 if TYPE_CHECKING:
     from signoff.store.sql.unit import SqlUnit
@@ -143,20 +144,38 @@ class SqlAuditLog:
         return events
 
 
-async def append_at_head(unit: SqlUnit, head: ChainHead, events: Sequence[AuditEvent]) -> None:
+async def append_at_head(
+    unit: SqlUnit,
+    head: ChainHead,
+    events: Sequence[AuditEvent],
+    *,
+    new_run: dict[str, Any] | None = None,
+) -> bool:
     """PostgreSQL: append ``head.tenant_id``'s events after ``head``, whose row this unit has
-    locked without advancing it (``settle.py``): the rows and the new head (number and hash) in
-    one statement. Events of another tenant, if any, take the ordinary way."""
+    locked without advancing it (``postgres_unit.py``): the rows and the new head (number and
+    hash) in one statement; with ``new_run`` (a run row), the run is inserted by the same
+    statement. ``False``: that run id was taken (the caller raises ``RunAlreadyExists``, which
+    rolls the whole unit back). Events of another tenant take the ordinary way."""
     mine = [e for e in events if e.tenant_id == head.tenant_id]
     others = [e for e in events if e.tenant_id != head.tenant_id]
-    if mine:
-        linked = link(head, mine)
-        params = _columns([audit_values(event) for event in linked])
-        params |= {"b_tenant": head.tenant_id, "b_hash": linked[-1].hash}
-        params["b_seq"] = linked[-1].chain_seq
-        await unit.write(_INSERT_THEN_SET_HEAD_AND_SEQ, params)
+    created = True
+    linked = link(head, mine)
+    params = _columns([audit_values(event) for event in linked])
+    last = linked[-1] if linked else None
+    params |= {
+        "b_tenant": head.tenant_id,
+        "b_hash": last.hash if last is not None else head.hash,
+        "b_seq": last.chain_seq if last is not None else head.chain_seq,
+    }
+    if new_run is None:
+        if mine:
+            await unit.write(_INSERT_THEN_SET_HEAD_AND_SEQ, params)
+    else:
+        params |= {f"r_{name}": value for name, value in new_run.items()}
+        created = bool(await unit.write(_RUN_AND_EVENTS, params, _scalar) == 1)
     if others:
         await unit.audit.append(others)
+    return created
 
 
 def _columns(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -191,14 +210,15 @@ _COLUMNS = (
 )
 
 
-def _insert_then_set_head(*, seq: bool = False) -> Executable:
+def _insert_then_set_head(*, seq: bool = False, run: bool = False) -> Executable:
     """PostgreSQL: ``WITH ins AS (INSERT ... SELECT * FROM unnest(arrays)) UPDATE heads``.
 
     A data-modifying CTE runs whether or not the statement refers to it, in the same snapshot
     and transaction. The rows travel as one array per column, so it is one statement for any
     number of events: compiled once and prepared once per connection (a multi-row ``VALUES``
     would be a new statement, compiled again, for every call). ``seq``: also set the head's
-    number (a head locked without advancing it)."""
+    number (a head locked without advancing it). ``run``: also insert a run row (``r_*``
+    parameters) by a CTE, and return how many were inserted (0: its id was taken)."""
     arrays = [sa.bindparam(f"b_{c}s", type_=ARRAY(audit_events.c[c].type)) for c in _COLUMNS]
     rows = sa.func.unnest(*arrays).table_valued(*_COLUMNS).render_derived(name="e")
     inserted = (
@@ -209,13 +229,25 @@ def _insert_then_set_head(*, seq: bool = False) -> Executable:
     values: dict[str, Any] = {"head_hash": sa.bindparam("b_hash")}
     if seq:
         values["chain_seq"] = sa.bindparam("b_seq", type_=audit_heads.c.chain_seq.type)
-    return (
+    statement = (
         sa.update(audit_heads)
         .where(audit_heads.c.tenant_id == sa.bindparam("b_tenant"))
         .values(values)
         .add_cte(inserted)
     )
+    if not run:
+        return statement
+    new_run = (
+        postgresql.insert(runs)
+        .values({c.name: sa.bindparam(f"r_{c.name}", type_=c.type) for c in runs.columns})
+        .on_conflict_do_nothing(index_elements=["run_id"])
+        .returning(runs.c.run_id)
+        .cte("signoff_new_run")
+    )
+    counted = sa.select(sa.func.count()).select_from(new_run).scalar_subquery()
+    return statement.add_cte(new_run).returning(counted)
 
 
 _INSERT_THEN_SET_HEAD = _insert_then_set_head()
 _INSERT_THEN_SET_HEAD_AND_SEQ = _insert_then_set_head(seq=True)
+_RUN_AND_EVENTS = _insert_then_set_head(seq=True, run=True)

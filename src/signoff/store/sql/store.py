@@ -16,7 +16,7 @@ from signoff.store.faults import DecodeFaults
 from signoff.store.sql.direct import DirectConnection, Plans
 from signoff.store.sql.links import SqlLinkStore
 from signoff.store.sql.notify import ChangeNotifier
-from signoff.store.sql.settle import PostgresUnit
+from signoff.store.sql.postgres_unit import PostgresUnit
 from signoff.store.sql.statements import statements_for
 from signoff.store.sql.unit import SqlUnit, locked_error
 from signoff.store.sql.workers import SqlWorkerRegistry

@@ -1,5 +1,6 @@
-"""PostgreSQL: "compare-and-set; if it won, complete, release and audit" in two statements.
+"""PostgreSQL: the ledger's two hot units in two statements each (plus BEGIN and COMMIT).
 
+**Settle** ("compare-and-set; if it won, complete, release and audit", ``SettlingUnit``):
 ``RunLedger.terminal`` (every governed call's second unit) hands the store a ``Settlement``; on
 PostgreSQL it is sent as
 
@@ -11,10 +12,23 @@ PostgreSQL it is sent as
 instead of one statement each (CAS, complete, release, bump, append). Lock order is unchanged:
 the run row first (the head's insert selects from the CAS, so it runs after it), the head last.
 Nothing is written when the compare-and-set is lost, exactly as with the four calls.
+
+**Create reserved** ("reserve the scope; if that won, create the run with its audit",
+``ReservingUnit``), every governed call's first unit:
+
+1. the reservation's ``INSERT ... ON CONFLICT DO NOTHING`` with, only if it inserted, the lock of
+   the tenant's chain head (selected from the insert, so it runs after it);
+2. the run row and the chained audit rows, inserted by CTEs of the head's update, which also
+   answers whether the run id was free.
+
+When the scope is taken, statement 1 has written nothing and the ordinary ``reserve`` reads the
+holder (and retries, as it always does). Lock order is the ordinary one: the reservation, then
+the head.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -23,10 +37,17 @@ from sqlalchemy.engine import CursorResult
 from sqlalchemy.sql.selectable import Select
 
 from signoff.core.chain import GENESIS
-from signoff.core.ports import ChainHead, DuplicateState, Settlement
-from signoff.core.run import ActionRun
+from signoff.core.ports import (
+    AuditEvent,
+    ChainHead,
+    DuplicateState,
+    Reservation,
+    RunAlreadyExists,
+    Settlement,
+)
+from signoff.core.run import ActionRun, DuplicateScope
 from signoff.store.sql.audit import append_at_head
-from signoff.store.sql.codec import result_json, scope_hash
+from signoff.store.sql.codec import duplicate_values, result_json, run_values, scope_hash
 from signoff.store.sql.statements import TERMINAL_LITERALS
 from signoff.store.sql.tables import audit_heads, duplicates, limit_reservations, runs
 from signoff.store.sql.unit import SqlUnit
@@ -93,6 +114,35 @@ def _settle_statement() -> Select[Any]:
 _SETTLE = _settle_statement()
 
 
+def _reserve_statement() -> Select[Any]:
+    reserved = (
+        postgresql.insert(duplicates)
+        .values({c.name: sa.bindparam(f"d_{c.name}", type_=c.type) for c in duplicates.columns})
+        .on_conflict_do_nothing(index_elements=["scope_hash"])
+        .returning(duplicates.c.scope_hash)
+        .cte("signoff_reserved")
+    )
+    lock = postgresql.insert(audit_heads).from_select(
+        ["tenant_id", "chain_seq", "head_hash"],
+        sa.select(
+            sa.bindparam("b_tenant", type_=audit_heads.c.tenant_id.type),
+            sa.literal(0, sa.BigInteger()),
+            sa.literal(GENESIS),
+        ).select_from(reserved),
+    )
+    head = (
+        lock.on_conflict_do_update(
+            index_elements=["tenant_id"], set_={"chain_seq": audit_heads.c.chain_seq}
+        )
+        .returning(audit_heads.c.chain_seq, audit_heads.c.head_hash)
+        .cte("signoff_head")
+    )
+    return sa.select(head.c.chain_seq, head.c.head_hash)
+
+
+_RESERVE = _reserve_statement()
+
+
 class PostgresUnit(SqlUnit):
     """A PostgreSQL unit of work that also settles in two statements (``SettlingUnit``)."""
 
@@ -124,6 +174,34 @@ class PostgresUnit(SqlUnit):
         head = ChainHead(run.tenant_id, int(row["chain_seq"]), str(row["head_hash"]))
         await append_at_head(self, head, then.events(stored))
         return stored
+
+    async def create_reserved(
+        self, scope: DuplicateScope, run: ActionRun, events: Sequence[AuditEvent]
+    ) -> Reservation:
+        if not events or any(e.tenant_id != run.tenant_id for e in events):
+            return await self._create_reserved_in_steps(scope, run, events)
+        values = duplicate_values(scope, run.run_id, run.input_hash, run.updated_at)
+        params = {f"d_{name}": value for name, value in values.items()}
+        params["b_tenant"] = run.tenant_id
+        row = await self.write(_RESERVE, params, _one_or_none)
+        if row is None:  # taken: nothing was written; read the holder the ordinary way
+            return await self._create_reserved_in_steps(scope, run, events)
+        head = ChainHead(run.tenant_id, int(row["chain_seq"]), str(row["head_hash"]))
+        if not await append_at_head(self, head, events, new_run=run_values(run)):
+            raise RunAlreadyExists(run.run_id)
+        self.changed_runs.append(run.run_id)
+        return Reservation(accepted=True)
+
+    async def _create_reserved_in_steps(
+        self, scope: DuplicateScope, run: ActionRun, events: Sequence[AuditEvent]
+    ) -> Reservation:
+        reservation = await self.duplicates.reserve(
+            scope, run.run_id, run.input_hash, run.updated_at
+        )
+        if reservation.accepted:
+            await self.runs.create(run)
+            await self.audit.append(events)
+        return reservation
 
 
 def _one_or_none(result: CursorResult[Any]) -> Any:

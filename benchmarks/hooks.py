@@ -7,5 +7,6 @@ from typing import Any
 from signoff import ExecutionContext
 
 
-def noop(context: ExecutionContext) -> dict[str, Any]:
+async def noop(context: ExecutionContext) -> dict[str, Any]:
+    """Async, like the peers' tools: it runs on the event loop, no worker thread."""
     return {}

@@ -6,7 +6,9 @@
   ``signoff_stage_duration_seconds``, ``signoff_approval_decisions_total``,
   ``signoff_approval_wait_seconds``, ``signoff_cas_conflicts_total`` (no run ids or tenants);
 - a child span per pipeline stage (``signoff.<stage>``) under the MCP SDK's server span, with
-  ``signoff.*`` attributes, and the call's facts on the server span itself.
+  ``signoff.*`` attributes, and the call's facts on the server span itself — when a tracer
+  provider is installed (``tracing.py``); without one a stage is timed for its histogram only,
+  with no span object, context attach or generator per stage (seven stages per governed call).
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ import json
 import logging
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
+from types import TracebackType
 from typing import Any
 
 from opentelemetry import trace
@@ -41,6 +44,31 @@ class _SpanScope:
             self.span.set_attributes({f"signoff.{k}": v for k, v in attributes.items()})
 
 
+class _Timed:
+    """A stage when nothing traces: its duration goes to the stage histogram, facts nowhere."""
+
+    __slots__ = ("_histogram", "_started")
+
+    def __init__(self, histogram: Any) -> None:
+        self._histogram = histogram
+        self._started = 0.0
+
+    def __enter__(self) -> _Timed:
+        self._started = time.perf_counter()
+        return self
+
+    def set(self, **attributes: AttributeValue) -> None:
+        pass
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._histogram.observe(time.perf_counter() - self._started)
+
+
 class OperationsObserver:
     """``log_inputs`` / ``trace_payloads``: put the proposal's input in the call's log line /
     on its span (off by default: inputs may hold personal or secret data)."""
@@ -55,6 +83,7 @@ class OperationsObserver:
         self.metrics = metrics
         self.log_inputs = log_inputs
         self.trace_payloads = trace_payloads
+        self._stage_histograms: dict[str, Any] = {}
 
     def call_finished(self, report: CallReport) -> None:
         m = self.metrics
@@ -124,8 +153,16 @@ class OperationsObserver:
             },
         )
 
+    def stage(self, name: str, run_id: str, action: str) -> AbstractContextManager[StageScope]:
+        histogram = self._stage_histograms.get(name)
+        if histogram is None:
+            histogram = self._stage_histograms[name] = self.metrics.stage.labels(stage=name)
+        if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+            return _Timed(histogram)  # no provider installed: a span would record nothing
+        return self._traced(name, run_id, action, histogram)
+
     @contextmanager
-    def stage(self, name: str, run_id: str, action: str) -> Iterator[StageScope]:
+    def _traced(self, name: str, run_id: str, action: str, histogram: Any) -> Iterator[StageScope]:
         started = time.perf_counter()
         with _tracer.start_as_current_span(
             f"signoff.{name}",
@@ -136,7 +173,7 @@ class OperationsObserver:
             try:
                 yield scope
             finally:
-                self.metrics.stage.labels(stage=name).observe(time.perf_counter() - started)
+                histogram.observe(time.perf_counter() - started)
 
     def cas_conflict(self, operation: str) -> None:
         self.metrics.cas_conflicts.labels(operation=operation).inc()

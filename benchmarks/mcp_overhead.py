@@ -158,9 +158,9 @@ async def build_cases(stack: AsyncExitStack, sqlite_url: str) -> list[Case]:
             runtime, BearerAuth(JwtVerifier(JwtConfig(secret=SECRET)), "http://127.0.0.1")
         )
         governed_url = await stack.enter_async_context(served(app))
-        cases.append(Case("signoff governed", "in-memory", label, in_memory(surface), "bench.noop"))
+        cases.append(Case("signoff governed", "in-memory", label, in_memory(surface), "bench_noop"))
         cases.append(
-            Case("signoff governed", "HTTP", label, over_http(governed_url, token), "bench.noop")
+            Case("signoff governed", "HTTP", label, over_http(governed_url, token), "bench_noop")
         )
     return cases
 
@@ -182,11 +182,12 @@ def percentile(samples: list[float], q: float) -> float:
 
 
 def targets(cases: list[Case]) -> str:
-    """The issue's targets: HTTP on SQLite <= 1.5x plain, in-memory <= 4x plain (medians)."""
+    """The targets: HTTP on SQLite <= 1.5x plain and on the memory store <= 1.2x (issue 18),
+    in-memory <= 4x plain (medians)."""
     medians = {(c.transport, c.store): statistics.median(c.samples) for c in cases}
     checks = [
         ("HTTP, SQLite", medians[("HTTP", "SQLite")] / medians[("HTTP", "-")], 1.5),
-        ("HTTP, memory", medians[("HTTP", "memory")] / medians[("HTTP", "-")], 1.5),
+        ("HTTP, memory", medians[("HTTP", "memory")] / medians[("HTTP", "-")], 1.2),
         ("in-memory, memory", medians[("in-memory", "memory")] / medians[("in-memory", "-")], 4),
         ("in-memory, SQLite", medians[("in-memory", "SQLite")] / medians[("in-memory", "-")], 4),
     ]

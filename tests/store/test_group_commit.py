@@ -16,7 +16,9 @@ import pytest
 from sqlalchemy import event
 
 from signoff.core.ports import AuditEvent, RunAlreadyExists, StoreUnit
+from signoff.store.errors import StoreError
 from signoff.store.sql import SqlStore, open_sql_store
+from signoff.store.sql import writer as writer_module
 from tests.store.group_commit_worker import until_writer
 from tests.store.samples import T0, new_run, scope
 
@@ -293,3 +295,29 @@ async def test_a_whole_unit_that_waits_on_anything_but_its_store_is_refused_and_
     with pytest.raises(RuntimeError, match="awaited something other than its store"):
         await store.run_unit(body)
     assert run.run_id not in committed_run_ids(path)
+
+
+async def test_a_unit_that_waits_for_its_turn_longer_than_busy_timeout_is_refused_alone(
+    sqlite_store: tuple[SqlStore, Path], tenant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer is held by a step-by-step unit that does not end (what a nested writing unit
+    in one task does): a whole unit queued behind it gives up after ``busy_timeout`` with the
+    store's "database is locked" error, having written nothing; the holder still commits."""
+    monkeypatch.setattr(writer_module, "SQLITE_BUSY_TIMEOUT_MS", 300)
+    store, path = sqlite_store
+    holder, waiter = new_run(tenant), new_run(tenant)
+
+    async def queued(unit: StoreUnit) -> None:
+        await unit.runs.create(waiter)
+
+    async with store.unit() as unit:
+        reserved = await unit.duplicates.reserve(scope(tenant), holder.run_id, "h", T0)
+        assert reserved.accepted  # the writer now runs this unit until it ends
+        with pytest.raises(StoreError, match="database is locked"):
+            await asyncio.wait_for(store.run_unit(queued), timeout=30)
+        assert store.writer is not None and store.writer.units_waiting == 0
+        await unit.runs.create(holder)
+    assert committed_run_ids(path) >= {holder.run_id}
+    assert waiter.run_id not in committed_run_ids(path)
+    await store.run_unit(queued)  # the writer serves the next unit as usual
+    assert waiter.run_id in committed_run_ids(path)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from signoff.core.answers import outcome_of, terminal_status_for
 from signoff.core.audit_events import AuditKind, event
@@ -34,6 +34,7 @@ from signoff.core.ports import (
     Store,
     StoreUnit,
     WholeUnits,
+    implements,
 )
 from signoff.core.results import ActionOutcome, ExecutionResult
 from signoff.core.run import ActionRun, ApprovalState, DuplicateScope, RunStatus
@@ -147,8 +148,10 @@ class RunLedger:
         async def body(unit: StoreUnit) -> ActionRun:
             recorded, audit = run, events
             if scope is not None:
-                if not limits and isinstance(unit, ReservingUnit):
-                    reservation = await unit.create_reserved(scope, run, events)
+                if not limits and implements(unit, ReservingUnit):
+                    reservation = await cast(ReservingUnit, unit).create_reserved(
+                        scope, run, events
+                    )
                     if reservation.accepted:
                         return run  # created with its audit
                 else:
@@ -248,8 +251,8 @@ class RunLedger:
         )
 
         async def body(unit: StoreUnit) -> ActionRun | None:
-            if isinstance(unit, SettlingUnit):
-                return await unit.settle(run.version, final, then)
+            if implements(unit, SettlingUnit):
+                return await cast(SettlingUnit, unit).settle(run.version, final, then)
             return await settle(unit, run.version, final, then)
 
         stored = await self._write(body)

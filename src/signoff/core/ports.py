@@ -312,6 +312,22 @@ class WholeUnits(Protocol):
     async def run_unit(self, body: Callable[[StoreUnit], Awaitable[T]]) -> T: ...
 
 
+_IMPLEMENTS: dict[tuple[type, type], bool] = {}
+
+
+def implements(obj: object, protocol: type) -> bool:
+    """``isinstance(obj, protocol)`` for a runtime-checkable protocol, decided once per class.
+
+    ``typing`` walks the protocol's members on every such check (~10 µs on Python 3.11); the
+    units a store hands out answer the same for every instance of their class (their methods
+    are class attributes), so the answer is remembered per (class, protocol)."""
+    key = (type(obj), protocol)
+    found = _IMPLEMENTS.get(key)
+    if found is None:
+        found = _IMPLEMENTS[key] = isinstance(obj, protocol)
+    return found
+
+
 class Notifier(Protocol):
     """Told about approval events after they are committed. Called fire-and-forget: a slow or
     failing notifier never blocks or loses a run."""

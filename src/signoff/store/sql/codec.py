@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Mapping
@@ -17,8 +18,14 @@ from signoff.core.run import ActionRun, DuplicateScope
 
 def scope_hash(scope: DuplicateScope) -> str:
     """The duplicate table's key: SHA-256 of the four scope parts, unambiguous in any content."""
-    parts = [scope.tenant_id, scope.action_id, scope.idempotency_key, scope.visibility]
-    blob = json.dumps(parts, ensure_ascii=False, separators=(",", ":"))
+    return _scope_hash(scope.tenant_id, scope.action_id, scope.idempotency_key, scope.visibility)
+
+
+@functools.lru_cache(maxsize=256)  # a run reserves its scope and completes it a moment later
+def _scope_hash(tenant_id: str, action_id: str, key: str, visibility: str) -> str:
+    blob = json.dumps(
+        [tenant_id, action_id, key, visibility], ensure_ascii=False, separators=(",", ":")
+    )
     return hashlib.sha256(blob.encode()).hexdigest()
 
 

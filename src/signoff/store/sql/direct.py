@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Protocol
+from datetime import UTC, datetime
+from typing import Any, Protocol, cast
 
 from sqlalchemy import exc
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.base import Executable
 from sqlalchemy.sql.dml import UpdateBase
+
+from signoff.store.sql.tables import UTCDateTime
 
 _MAX_PLANS = 256
 Plans = dict[tuple[int, tuple[str, ...], bool], tuple[Executable, "_Plan | None"]]
@@ -34,7 +37,7 @@ class Executes(Protocol):
 
 
 class _Plan:
-    __slots__ = ("compiled", "keys", "order", "processors", "returns", "sql")
+    __slots__ = ("compiled", "fields", "keys", "order", "processors", "returns", "sql")
 
     def __init__(
         self, statement: UpdateBase, connection: Connection, keys: list[str], many: bool
@@ -51,8 +54,27 @@ class _Plan:
         returning = statement._returning
         self.returns = bool(returning)
         self.keys: tuple[str, ...] = tuple(str(getattr(c, "key", c)) for c in returning)
+        self.fields = _fields(compiled, self.order, self.processors)
 
     def args(self, params: Mapping[str, Any] | None) -> tuple[Any, ...]:
+        fields = self.fields
+        if fields is None or not params:
+            return self._constructed(params)
+        out = []
+        for key, name, required, constant, processor in fields:
+            if key in params:
+                value = params[key]
+            elif name in params:
+                value = params[name]
+            elif required:
+                return self._constructed(params)  # raises SQLAlchemy's own error
+            else:
+                value = constant
+            out.append(processor(value) if processor is not None and value is not None else value)
+        return tuple(out)
+
+    def _constructed(self, params: Mapping[str, Any] | None) -> tuple[Any, ...]:
+        """The arguments as SQLAlchemy builds them (``construct_params``), for any statement."""
         values = self.compiled.construct_params(params)
         processors = self.processors
         out = []
@@ -61,6 +83,47 @@ class _Plan:
             processor = processors.get(name)
             out.append(processor(value) if processor is not None and value is not None else value)
         return tuple(out)
+
+
+Field = tuple[str, str, bool, Any, "Callable[[Any], Any] | None"]
+
+
+def _fields(
+    compiled: Any, order: tuple[str, ...], processors: dict[str, Callable[[Any], Any]]
+) -> tuple[Field, ...] | None:
+    """Where each positional argument comes from, worked out once: what ``construct_params``
+    does for every execution (a parameter by the bind's key, else by its name, else the bind's
+    own value). ``None`` for what it does differently: expanding or callable binds, collected
+    or post-compiled parameters, escaped or repeated names; those take ``_constructed``."""
+    collected = compiled._collect_params and compiled._collected_params  # ``.params()`` values
+    if collected or compiled._render_postcompile or compiled.escaped_bind_names:
+        return None
+    by_name: dict[str, Any] = {}
+    for bind, name in compiled.bind_names.items():
+        if bind.expanding or bind.callable or name in by_name:
+            return None
+        by_name[name] = bind
+    fields: list[Field] = []
+    for name in order:
+        bind = by_name.get(name)
+        if bind is None:
+            return None
+        processor = _UTC_TEXT if isinstance(bind.type, UTCDateTime) else processors.get(name)
+        fields.append((bind.key, name, bool(bind.required), bind.value, processor))
+    return tuple(fields)
+
+
+def _utc_text(value: datetime) -> str:
+    """What ``UTCDateTime`` and SQLite's ``DATETIME`` processors make of an instant, in one step
+    (naive UTC, ``YYYY-MM-DD HH:MM:SS.ffffff``)."""
+    if value.tzinfo is None:
+        raise ValueError("naive datetimes are ambiguous; pass an aware datetime")
+    if value.tzinfo is not UTC:
+        value = value.astimezone(UTC)
+    return value.isoformat(" ", "microseconds")[:26]
+
+
+_UTC_TEXT: Callable[[Any], Any] = _utc_text
 
 
 def _same_keys(params: Sequence[Mapping[str, Any]]) -> bool:
@@ -126,19 +189,27 @@ class DirectConnection:
         statement: Executable,
         params: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
     ) -> Any:
-        many = isinstance(params, Sequence)
-        first = (params[0] if params else None) if isinstance(params, Sequence) else params
-        plan = self._plan(statement, sorted(first or ()), many)
-        if plan is None or (isinstance(params, Sequence) and not _same_keys(params)):
-            return self.connection.execute(statement, params)
+        if isinstance(params, list | tuple):
+            return self._execute_many(statement, params)
+        one = cast("Mapping[str, Any] | None", params)
+        plan = self._plan(statement, sorted(one or ()), False)
+        if plan is None:
+            return self.connection.execute(statement, one)
         cursor = self._cursor
         try:
-            if isinstance(params, Sequence):
-                cursor.executemany(plan.sql, [plan.args(p) for p in params])
-                return Rows(cursor.rowcount, plan.keys, [])
-            cursor.execute(plan.sql, plan.args(params))
+            cursor.execute(plan.sql, plan.args(one))
             rows = cursor.fetchall() if plan.returns else []
             return Rows(cursor.rowcount, plan.keys, rows)
+        except sqlite3.Error as error:
+            raise exc.DBAPIError.instance(plan.sql, one, error, sqlite3.Error) from error
+
+    def _execute_many(self, statement: Executable, params: Sequence[Mapping[str, Any]]) -> Any:
+        plan = self._plan(statement, sorted(params[0] if params else ()), True)
+        if plan is None or not _same_keys(params):
+            return self.connection.execute(statement, params)
+        try:
+            self._cursor.executemany(plan.sql, [plan.args(p) for p in params])
+            return Rows(self._cursor.rowcount, plan.keys, [])
         except sqlite3.Error as error:
             raise exc.DBAPIError.instance(plan.sql, params, error, sqlite3.Error) from error
 

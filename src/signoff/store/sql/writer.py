@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sqlite3
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy import event
+from sqlalchemy import event, exc
 from sqlalchemy.engine import URL, Connection
 
 from signoff.store.sql.engine import SQLITE_BUSY_TIMEOUT_MS
@@ -71,6 +72,15 @@ class _Reply:
         # Nobody is left to answer, and the writer must go on serving everyone else.
         with contextlib.suppress(RuntimeError):
             self.loop.call_soon_threadsafe(callback, *args)
+
+
+class _TurnTimedOut(TimeoutError):
+    """The unit waited for its turn on the writer longer than ``busy_timeout``."""
+
+
+def _expire(future: asyncio.Future[Any]) -> None:
+    if not future.done():
+        future.set_exception(_TurnTimedOut())
 
 
 def _settle(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
@@ -135,12 +145,16 @@ class SqliteWriter:
         self._send(_Job(ticket, ops, end, reply))
         if not first:
             return await reply.future
+        # A timer that fails the reply, cheaper than ``asyncio.timeout`` (which cancels and
+        # un-cancels the task); the writer's late answer then finds the future done.
+        timer = reply.loop.call_later(SQLITE_BUSY_TIMEOUT_MS / 1000, _expire, reply.future)
         try:
-            async with asyncio.timeout(SQLITE_BUSY_TIMEOUT_MS / 1000):
-                return await reply.future
-        except TimeoutError:
+            return await reply.future
+        except _TurnTimedOut:
             await self.abort(ticket)
             raise
+        finally:
+            timer.cancel()
 
     async def unit_of_one(self, op: Op) -> Any:
         """``op`` as a unit of its own, in one hop (a heartbeat, a whole unit of work): it rides
@@ -384,4 +398,11 @@ def _configure(dbapi_connection: Any, _record: Any) -> None:
 
 
 def _begin_immediate(conn: Connection) -> None:
-    conn.exec_driver_sql("BEGIN IMMEDIATE")
+    # Sent on the DB-API connection (SQLAlchemy's execution machinery cost ten times the
+    # statement); a driver error is raised as SQLAlchemy's, as ``exec_driver_sql`` would.
+    dbapi = conn.connection.dbapi_connection
+    assert dbapi is not None
+    try:
+        dbapi.execute("BEGIN IMMEDIATE")
+    except sqlite3.Error as error:
+        raise exc.DBAPIError.instance("BEGIN IMMEDIATE", None, error, sqlite3.Error) from error

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, NoReturn
@@ -48,6 +49,7 @@ def serve_application(
             fail(f"cannot start: {exc}", exc.code)
         except (ValueError, OSError, ImportError) as exc:
             fail(f"cannot start: {exc}", "START_FAILED")
+        settle_start_up_heap()
         try:
             await body(application)
         finally:
@@ -55,6 +57,16 @@ def serve_application(
 
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(main())
+
+
+def settle_start_up_heap() -> None:
+    """What start-up built (modules, schemas, the registry, the store's engine) lives as long as
+    the process: collect once, then freeze it out of the collector's generations (``gc.freeze``),
+    so a full collection while serving walks only what serving allocated. Measured over HTTP on
+    the memory store: a full collection's pause went from ~156 ms to ~35 ms and the collector's
+    share per call from ~0.12 ms to ~0.06 ms (``benchmarks/RESULTS.md``)."""
+    gc.collect()
+    gc.freeze()
 
 
 @contextlib.asynccontextmanager

@@ -28,12 +28,14 @@ the head.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import CursorResult
+from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql.base import Executable
 from sqlalchemy.sql.selectable import Select
 
 from signoff.core.chain import GENESIS
@@ -50,7 +52,8 @@ from signoff.store.sql.audit import append_at_head
 from signoff.store.sql.codec import duplicate_values, result_json, run_values, scope_hash
 from signoff.store.sql.statements import TERMINAL_LITERALS
 from signoff.store.sql.tables import audit_heads, duplicates, limit_reservations, runs
-from signoff.store.sql.unit import SqlUnit
+from signoff.store.sql import postgres_direct as direct
+from signoff.store.sql.unit import Extract, Params, SqlUnit, rowcount
 
 
 def _settle_statement() -> Select[Any]:
@@ -144,9 +147,46 @@ _RESERVE = _reserve_statement()
 
 
 class PostgresUnit(SqlUnit):
-    """A PostgreSQL unit of work that also settles in two statements (``SettlingUnit``)."""
+    """A PostgreSQL unit of work that also settles in two statements (``SettlingUnit``).
+
+    Statements whose answer needs no result processing run straight on asyncpg
+    (``postgres_direct.py``), in the transaction SQLAlchemy tracks for the connection."""
 
     __slots__ = ()
+
+    async def read(self, statement: Executable, params: Params | None, extract: Extract) -> Any:
+        plan = self._plan(statement, params if params is not None else {})
+        if plan is None:
+            return await super().read(statement, params, extract)
+        conn = self._conn or await self._connect()
+        return extract(await direct.execute(conn, plan, params or {}))
+
+    async def write(
+        self, statement: Executable, params: Params, extract: Extract = rowcount
+    ) -> Any:
+        plan = self._plan(statement, params)
+        if plan is None:
+            return await super().write(statement, params, extract)
+        assert isinstance(params, Mapping)
+        self.wrote = True
+        conn = self._conn or await self._connect()
+        return extract(await direct.execute(conn, plan, params))
+
+    def _plan(self, statement: Executable, params: Params) -> direct.Plan | None:
+        if not isinstance(params, Mapping):
+            return None  # executemany: SQLAlchemy's way
+        return direct.plan_for(statement, self._engine.dialect, params)
+
+    async def finish(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await _end(conn, commit=self.wrote)
+
+    async def abort(self) -> None:
+        conn, self._conn = self._conn, None
+        self.changed_runs.clear()
+        if conn is not None:
+            await _end(conn, commit=False)
 
     async def settle(
         self, expected_version: int, run: ActionRun, then: Settlement
@@ -202,6 +242,18 @@ class PostgresUnit(SqlUnit):
             await self.runs.create(run)
             await self.audit.append(events)
         return reservation
+
+
+async def _end(conn: AsyncConnection, *, commit: bool) -> None:
+    """End the transaction and give the connection back to the pool (``unit._end``'s rules:
+    the pool does not reset connections, so one that could not be ended is invalidated)."""
+    try:
+        await direct.end(conn, commit=commit)
+    except BaseException:
+        await conn.invalidate()
+        await conn.close()
+        raise
+    await conn.close()
 
 
 def _one_or_none(result: CursorResult[Any]) -> Any:

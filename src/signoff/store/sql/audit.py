@@ -70,6 +70,9 @@ class SqlAuditLog:
                 # One round trip: the rows are inserted by a CTE of the head's UPDATE.
                 params = _columns(rows) | {"b_tenant": tenant_id, "b_hash": linked[-1].hash}
                 await unit.write(_INSERT_THEN_SET_HEAD, params)
+                unit.chained(
+                    ChainHead(tenant_id, head.chain_seq + len(batch), str(linked[-1].hash))
+                )
                 continue
             await unit.write(sql.insert_audit, rows)
             await unit.write(sql.set_head_hash, {"b_tenant": tenant_id, "b_hash": linked[-1].hash})
@@ -150,12 +153,13 @@ async def append_at_head(
     events: Sequence[AuditEvent],
     *,
     new_run: dict[str, Any] | None = None,
-) -> bool:
+) -> tuple[bool, ChainHead]:
     """PostgreSQL: append ``head.tenant_id``'s events after ``head``, whose row this unit has
     locked without advancing it (``postgres_unit.py``): the rows and the new head (number and
     hash) in one statement; with ``new_run`` (a run row), the run is inserted by the same
     statement. ``False``: that run id was taken (the caller raises ``RunAlreadyExists``, which
-    rolls the whole unit back). Events of another tenant take the ordinary way."""
+    rolls the whole unit back). Events of another tenant take the ordinary way. Also answers
+    the tenant's head after the append."""
     mine = [e for e in events if e.tenant_id == head.tenant_id]
     others = [e for e in events if e.tenant_id != head.tenant_id]
     created = True
@@ -175,7 +179,12 @@ async def append_at_head(
         created = bool(await unit.write(_RUN_AND_EVENTS, params, _scalar) == 1)
     if others:
         await unit.audit.append(others)
-    return created
+    after = (
+        head
+        if last is None
+        else ChainHead(head.tenant_id, int(last.chain_seq or 0), str(last.hash))
+    )
+    return created, after
 
 
 def _columns(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -208,6 +217,17 @@ _COLUMNS = (
     "prev_hash",
     "hash",
 )
+
+
+def events_where(condition: sa.ColumnElement[bool]) -> Any:
+    """PostgreSQL: a CTE inserting the ``b_<column>s`` arrays' rows if ``condition`` holds."""
+    arrays = [sa.bindparam(f"b_{c}s", type_=ARRAY(audit_events.c[c].type)) for c in _COLUMNS]
+    rows = sa.func.unnest(*arrays).table_valued(*_COLUMNS).render_derived(name="e")
+    return (
+        sa.insert(audit_events)
+        .from_select(list(_COLUMNS), sa.select(*(rows.c[c] for c in _COLUMNS)).where(condition))
+        .cte("signoff_new_events")
+    )
 
 
 def _insert_then_set_head(*, seq: bool = False, run: bool = False) -> Executable:

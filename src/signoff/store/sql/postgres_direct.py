@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import exc
 from sqlalchemy.engine import Dialect
@@ -45,7 +45,7 @@ class Plan:
     __slots__ = ("defaults", "keys", "order", "processors", "sql")
 
     def __init__(self, statement: Executable, dialect: Dialect, keys: list[str]) -> None:
-        compiled: Any = statement.compile(dialect=dialect, column_keys=keys)
+        compiled: Any = cast(Any, statement).compile(dialect=dialect, column_keys=keys)
         self.sql: str = compiled.string
         self.order: tuple[str, ...] = tuple(compiled.positiontup or ())
         self.processors: dict[str, Callable[[Any], Any]] = dict(compiled._bind_processors)
@@ -106,8 +106,10 @@ def plan_for(statement: Executable, dialect: Dialect, params: Mapping[str, Any])
     return plan
 
 
-async def execute(conn: AsyncConnection, plan: Plan, params: Mapping[str, Any]) -> Rows:
-    """Run ``plan`` on the connection's asyncpg connection, in the connection's transaction."""
+async def execute(conn: AsyncConnection, plan: Plan, params: Mapping[str, Any]) -> Any:
+    """Run ``plan`` on the connection's asyncpg connection, in the connection's transaction.
+
+    Answers ``Rows``, read by the stores' extractors like a ``CursorResult``."""
     sync = conn.sync_connection
     assert sync is not None
     if not sync.in_transaction():
@@ -164,7 +166,7 @@ async def _translated(
     disconnect = dialect.is_disconnect(error, adapter, None)
     if disconnect:
         await conn.invalidate()
-    return exc.DBAPIError.instance(
+    wrapped: BaseException = exc.DBAPIError.instance(
         statement,
         dict(params),
         error,
@@ -173,3 +175,4 @@ async def _translated(
         connection_invalidated=disconnect,
         dialect=dialect,
     )
+    return wrapped

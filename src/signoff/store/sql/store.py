@@ -16,6 +16,7 @@ from signoff.store.faults import DecodeFaults
 from signoff.store.sql.direct import DirectConnection, Plans
 from signoff.store.sql.links import SqlLinkStore
 from signoff.store.sql.notify import ChangeNotifier
+from signoff.store.sql.postgres_heads import ChainHeads
 from signoff.store.sql.postgres_unit import PostgresUnit
 from signoff.store.sql.statements import statements_for
 from signoff.store.sql.unit import SqlUnit, locked_error
@@ -43,6 +44,8 @@ class SqlStore:
         self.decode_faults = DecodeFaults()
         self._links = SqlLinkStore(engine)
         self._plans: Plans = {}  # the writer thread's compiled statements (direct.py)
+        # PostgreSQL: chain heads as last committed here, per-tenant turns (postgres_heads.py).
+        self._heads = ChainHeads() if self.dialect == "postgresql" else None
 
     @property
     def workers(self) -> SqlWorkerRegistry:
@@ -57,8 +60,11 @@ class SqlStore:
     @asynccontextmanager
     async def unit(self) -> AsyncIterator[StoreUnit]:
         """One transaction: committed on a clean exit, rolled back on any error."""
-        kind = PostgresUnit if self.dialect == "postgresql" else SqlUnit
-        unit = kind(self.engine, self._sql, self.writer, self.decode_faults)
+        unit: SqlUnit
+        if self._heads is not None:
+            unit = PostgresUnit(self.engine, self._sql, None, self.decode_faults, self._heads)
+        else:
+            unit = SqlUnit(self.engine, self._sql, self.writer, self.decode_faults)
         try:
             yield unit
         except BaseException:

@@ -24,6 +24,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql.base import Executable
 
+from signoff.core.ports import ChainHead
 from signoff.store.errors import StoreError
 from signoff.store.faults import DecodeFaults
 from signoff.store.sql.audit import SqlAuditLog
@@ -132,6 +133,9 @@ class SqlUnit:
                 check(result)
 
         self._deferred.append(op)
+
+    def chained(self, head: ChainHead) -> None:
+        """This unit set a tenant's chain head (PostgreSQL: remembered once it commits)."""
 
     @property
     def on_writer(self) -> bool:

@@ -9,7 +9,8 @@ In the same run, interleaved round by round so machine noise hits every column a
 - governed: ``Runtime.propose`` of the same action through ``SqlStore`` (SQLAlchemy Core over
   asyncpg), one caller, and 8 concurrent callers on one runtime (floor: 8 connections).
 
-Also counts what one governed call sends: statements, BEGINs and COMMITs (round trips).
+Also counts what one governed call sends: round trips (writes to the server's socket), and
+the statements, BEGINs and COMMITs SQLAlchemy saw.
 The server comes from ``SIGNOFF_BENCH_POSTGRES_URL`` (or ``SIGNOFF_TEST_POSTGRES_URL``); a
 scratch database is created and dropped.
 
@@ -25,6 +26,7 @@ import platform
 import statistics
 import sys
 import time
+from asyncio import selector_events
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -164,8 +166,11 @@ async def governed(callers: list[Caller], count: int) -> float:
 
 
 async def round_trips(store: SqlStore, caller: Caller) -> dict[str, float]:
-    """Statements, BEGINs and COMMITs one governed call sends (averaged over 20 calls)."""
-    seen = {"statements": 0, "begin": 0, "commit": 0, "rollback": 0}
+    """What one governed call sends (averaged over 20 calls): round trips - writes to the
+    server's socket, each answered before the next - and, of the SQLAlchemy-level ones,
+    statements, BEGINs and COMMITs (the store may send statements straight to asyncpg, which
+    SQLAlchemy's events do not see; its BEGIN and COMMIT are counted among the writes)."""
+    seen = {"writes": 0, "statements": 0, "begin": 0, "commit": 0, "rollback": 0}
 
     def statement(*_args: Any) -> None:
         seen["statements"] += 1
@@ -182,9 +187,18 @@ async def round_trips(store: SqlStore, caller: Caller) -> dict[str, float]:
     ]
     for name, fn in listeners:
         event.listen(engine, name, fn)
+    transport: Any = vars(selector_events)["_SelectorSocketTransport"]
+    write = transport.write
+
+    def counted(self: Any, data: Any) -> None:
+        seen["writes"] += 1
+        write(self, data)
+
+    transport.write = counted
     try:
         await caller.calls(20)
     finally:
+        transport.write = write
         for name, fn in listeners:
             event.remove(engine, name, fn)
     return {k: v / 20 for k, v in seen.items()}
@@ -212,11 +226,16 @@ async def main() -> None:
             await floor.rate(1, 100)
             trips = await round_trips(store, one)
             for _ in range(args.rounds):
+                cpu = time.process_time()
                 columns.setdefault("floor 1", []).append(await floor.rate(1, args.calls))
+                cpu, spent = time.process_time(), time.process_time() - cpu
+                columns.setdefault("floor cpu ms", []).append(spent / args.calls * 1e3)
                 columns.setdefault("governed 1", []).append(await governed([one], args.calls))
+                spent = time.process_time() - cpu
+                columns.setdefault("governed cpu ms", []).append(spent / args.calls * 1e3)
                 columns.setdefault("floor 8", []).append(await floor.rate(8, args.calls))
                 columns.setdefault("governed 8", []).append(await governed(many, args.calls))
-                print({k: round(v[-1]) for k, v in columns.items()}, flush=True)
+                print({k: round(v[-1], 2) for k, v in columns.items()}, flush=True)
             await floor.close()
         finally:
             await store.close()
@@ -229,11 +248,15 @@ async def main() -> None:
     for n in (1, 8):
         f, g = med[f"floor {n}"], med[f"governed {n}"]
         print(f"| {n} | {f:,.0f} | {g:,.0f} | {g / f:.2f}x |")
-    sent = trips["statements"] + trips["begin"] + trips["commit"] + trips["rollback"]
     print(
-        f"\nOne governed call sends {trips['statements']:.0f} statements, "
-        f"{trips['begin']:.0f} BEGIN, {trips['commit']:.0f} COMMIT, "
-        f"{trips['rollback']:.0f} ROLLBACK: {sent:.0f} round trips (floor: 2)."
+        f"\nCPU of this process per call, one caller: floor {med['floor cpu ms']:.2f} ms, "
+        f"governed {med['governed cpu ms']:.2f} ms (client side only; the server's is apart)."
+    )
+    print(
+        f"One governed call: {trips['writes']:.0f} round trips (writes to the server; "
+        f"floor: 2); SQLAlchemy saw {trips['statements']:.0f} statements, "
+        f"{trips['begin']:.0f} begin, {trips['commit']:.0f} commit, "
+        f"{trips['rollback']:.0f} rollback."
     )
     print(
         f"Python {platform.python_version()}, {os.cpu_count()} CPUs "

@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from sqlalchemy import exc
+from sqlalchemy.types import ARRAY
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.base import Executable
@@ -48,7 +49,11 @@ class Plan:
         compiled: Any = cast(Any, statement).compile(dialect=dialect, column_keys=keys)
         self.sql: str = compiled.string
         self.order: tuple[str, ...] = tuple(compiled.positiontup or ())
-        self.processors: dict[str, Callable[[Any], Any]] = dict(compiled._bind_processors)
+        self.processors: dict[str, Callable[[Any], Any]] = {
+            name: processor
+            for name, processor in compiled._bind_processors.items()
+            if not _copies_only(compiled.binds[name].type, dialect)
+        }
         # Values bound in the statement itself (literals, ``.values(state=...)``).
         self.defaults: dict[str, Any] = compiled.construct_params(_check=False)
         self.keys: tuple[str, ...] = tuple(_returned(statement))
@@ -62,6 +67,11 @@ class Plan:
             processor = processors.get(name)
             out.append(processor(value) if processor is not None and value is not None else value)
         return out
+
+
+def _copies_only(kind: Any, dialect: Dialect) -> bool:
+    """An ``ARRAY`` of a type that needs no processing: its processor only copies the list."""
+    return isinstance(kind, ARRAY) and kind.item_type._cached_bind_processor(dialect) is None
 
 
 def _returned(statement: Executable) -> list[str]:

@@ -16,8 +16,9 @@ freely in one unit. A driver error is translated by the adapter and raised as SQ
 ``DBAPIError`` subclass, exactly as an ordinary execution raises it (a unique violation is an
 ``IntegrityError`` whose ``orig`` carries the ``pgcode``), and a lost connection is invalidated.
 
-Only statements whose answer needs no result processing take this way (row counts, plain
-integers and text); anything else goes through SQLAlchemy's ``AsyncConnection``.
+Only writes whose answer needs no result processing and whose text is the same for every call
+take this way (row counts, plain integers and text; no ``IN`` list expanded per call); anything
+else goes through SQLAlchemy's ``AsyncConnection``.
 """
 
 from __future__ import annotations
@@ -27,12 +28,12 @@ from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from sqlalchemy import exc
-from sqlalchemy.types import ARRAY
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.base import Executable
 from sqlalchemy.sql.dml import UpdateBase
 from sqlalchemy.sql.selectable import Select
+from sqlalchemy.types import ARRAY
 
 from signoff.store.sql.direct import Rows
 
@@ -43,11 +44,12 @@ _COUNT = re.compile(r"(?:SELECT|UPDATE|DELETE|MERGE|INSERT \d+) (\d+)")
 class Plan:
     """One statement compiled for asyncpg, for one set of parameter names."""
 
-    __slots__ = ("defaults", "keys", "order", "processors", "sql")
+    __slots__ = ("defaults", "expands", "keys", "order", "processors", "sql")
 
     def __init__(self, statement: Executable, dialect: Dialect, keys: list[str]) -> None:
         compiled: Any = cast(Any, statement).compile(dialect=dialect, column_keys=keys)
         self.sql: str = compiled.string
+        self.expands = bool(compiled.post_compile_params or compiled.literal_execute_params)
         self.order: tuple[str, ...] = tuple(compiled.positiontup or ())
         self.processors: dict[str, Callable[[Any], Any]] = {
             name: processor
@@ -99,20 +101,25 @@ def _plannable(statement: Executable, dialect: Dialect) -> bool:
     return True
 
 
-Plans = dict[tuple[int, int, tuple[str, ...]], tuple[Executable, Plan | None]]
-_PLANS: Plans = {}
+Plans = dict[tuple[int, tuple[str, ...]], tuple[Executable, Plan | None]]
 
 
-def plan_for(statement: Executable, dialect: Dialect, params: Mapping[str, Any]) -> Plan | None:
-    """The statement's plan for these parameter names; ``None``: not for the direct way."""
+def plan_for(
+    plans: Plans, statement: Executable, dialect: Dialect, params: Mapping[str, Any]
+) -> Plan | None:
+    """The statement's plan for these parameter names, from ``plans`` (one store's, at most
+    ``_MAX_PLANS``: the store's statements are built once, so each is compiled once);
+    ``None``: not for the direct way."""
     keys = tuple(sorted(params))
-    key = (id(dialect), id(statement), keys)
-    found = _PLANS.get(key)
+    key = (id(statement), keys)
+    found = plans.get(key)
     if found is not None and found[0] is statement:
         return found[1]
     plan = Plan(statement, dialect, list(keys)) if _plannable(statement, dialect) else None
-    if len(_PLANS) < _MAX_PLANS:
-        _PLANS[key] = (statement, plan)  # the statement kept: its id stays unique
+    if plan is not None and plan.expands:
+        plan = None  # ``IN`` lists and the like are rendered per call: SQLAlchemy's way
+    if len(plans) < _MAX_PLANS:
+        plans[key] = (statement, plan)  # the statement kept: its id stays unique
     return plan
 
 

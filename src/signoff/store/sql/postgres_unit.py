@@ -244,12 +244,13 @@ _LOCK_HEAD = _lock_head_statement()
 class PostgresUnit(SqlUnit):
     """A PostgreSQL unit of work that also settles and creates reserved runs in few statements.
 
-    Statements whose answer needs no result processing run straight on asyncpg
-    (``postgres_direct.py``), in the transaction SQLAlchemy tracks for the connection. With the
+    Writes whose answer needs no result processing run straight on asyncpg
+    (``postgres_direct.py``), in the transaction SQLAlchemy tracks for the connection (reads,
+    some built per call, keep SQLAlchemy's compiled cache). With the
     tenant's chain head known (``postgres_heads.py``), ``settle`` and ``create_reserved`` are
     one statement each."""
 
-    __slots__ = ("_heads", "_set_heads", "_turns")
+    __slots__ = ("_heads", "_plans", "_set_heads", "_turns")
 
     def __init__(
         self,
@@ -258,19 +259,13 @@ class PostgresUnit(SqlUnit):
         writer: SqliteWriter | None = None,
         faults: DecodeFaults | None = None,
         heads: ChainHeads | None = None,
+        plans: direct.Plans | None = None,
     ) -> None:
         super().__init__(engine, sql, writer, faults)
         self._heads = heads
+        self._plans: direct.Plans = plans if plans is not None else {}
         self._set_heads: dict[str, ChainHead] = {}  # remembered once the unit commits
         self._turns: list[str] = []  # tenants whose turn this unit holds
-
-    async def read(self, statement: Executable, params: Params | None, extract: Extract) -> Any:
-        plan = self._plan(statement, params if params is not None else {})
-        if plan is None:
-            return await super().read(statement, params, extract)
-        assert params is None or isinstance(params, Mapping)
-        conn = self._conn or await self._connect()
-        return extract(await direct.execute(conn, plan, params or {}))
 
     async def write(
         self, statement: Executable, params: Params, extract: Extract = rowcount
@@ -286,7 +281,7 @@ class PostgresUnit(SqlUnit):
     def _plan(self, statement: Executable, params: Params) -> direct.Plan | None:
         if not isinstance(params, Mapping):
             return None  # executemany: SQLAlchemy's way
-        return direct.plan_for(statement, self._engine.dialect, params)
+        return direct.plan_for(self._plans, statement, self._engine.dialect, params)
 
     def chained(self, head: ChainHead) -> None:
         self._set_heads[head.tenant_id] = head

@@ -16,6 +16,7 @@ from signoff.store.faults import DecodeFaults
 from signoff.store.sql.direct import DirectConnection, Plans
 from signoff.store.sql.links import SqlLinkStore
 from signoff.store.sql.notify import ChangeNotifier
+from signoff.store.sql.postgres_direct import Plans as PgPlans
 from signoff.store.sql.postgres_heads import ChainHeads
 from signoff.store.sql.postgres_unit import PostgresUnit
 from signoff.store.sql.statements import statements_for
@@ -46,6 +47,7 @@ class SqlStore:
         self._plans: Plans = {}  # the writer thread's compiled statements (direct.py)
         # PostgreSQL: chain heads as last committed here, per-tenant turns (postgres_heads.py).
         self._heads = ChainHeads() if self.dialect == "postgresql" else None
+        self._pg_plans: PgPlans = {}  # PostgreSQL: statements compiled for asyncpg
 
     @property
     def workers(self) -> SqlWorkerRegistry:
@@ -62,7 +64,9 @@ class SqlStore:
         """One transaction: committed on a clean exit, rolled back on any error."""
         unit: SqlUnit
         if self._heads is not None:
-            unit = PostgresUnit(self.engine, self._sql, None, self.decode_faults, self._heads)
+            unit = PostgresUnit(
+                self.engine, self._sql, None, self.decode_faults, self._heads, self._pg_plans
+            )
         else:
             unit = SqlUnit(self.engine, self._sql, self.writer, self.decode_faults)
         try:

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from sqlalchemy import event
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from signoff.core.chain import GENESIS, recomputed_hash
 from signoff.core.clock import ManualClock
@@ -319,3 +319,37 @@ def test_a_moved_head_is_forgotten_and_the_cache_skipped_for_a_while() -> None:
     heads.moved("t")  # a hit in between: back to one
     heads.committed(ChainHead("t", 13, "h13"))
     assert [heads.get("t") for _ in range(2)] == [None, ChainHead("t", 13, "h13")]
+
+
+async def test_a_connection_lost_on_the_direct_way_is_invalidated_and_the_store_goes_on(
+    pg: Backend, tenant: str
+) -> None:
+    """The server ends the unit's session between two writes: the next write raises
+    SQLAlchemy's ``DBAPIError`` saying the connection was invalidated, nothing is committed, and
+    the pool hands out a working connection to the next unit."""
+    store = await pg.open_sql()
+    head = sa.insert(audit_heads).values(
+        tenant_id=sa.bindparam("b_tenant"), chain_seq=0, head_hash=GENESIS
+    )
+    with pytest.raises(DBAPIError) as raised:
+        async with store.unit() as unit:
+            assert isinstance(unit, PostgresUnit)
+            await unit.write(head, {"b_tenant": tenant})
+            pid = await unit.read(sa.select(sa.func.pg_backend_pid()), None, _scalar)
+            async with store.engine.connect() as admin:
+                await admin.execute(sa.select(sa.func.pg_terminate_backend(pid)))
+                await admin.commit()
+            await unit.write(head, {"b_tenant": f"{tenant}-after"})
+    assert raised.value.connection_invalidated
+    async with store.unit() as unit:
+        assert isinstance(unit, PostgresUnit)
+        await unit.write(head, {"b_tenant": f"{tenant}-next"})
+    async with store.engine.connect() as conn:
+        rows = await conn.execute(
+            sa.select(audit_heads.c.tenant_id).where(audit_heads.c.tenant_id.startswith(tenant))
+        )
+        assert [r.tenant_id for r in rows] == [f"{tenant}-next"]
+
+
+def _scalar(result: Any) -> Any:
+    return result.scalar_one()

@@ -149,6 +149,11 @@ async def end(conn: AsyncConnection, *, commit: bool) -> None:
     """Commit or roll back the connection's transaction (its ``commit`` event fires)."""
     sync = conn.sync_connection
     assert sync is not None
+    if sync.invalidated:  # lost (and invalidated) by a statement: nothing left to end
+        if commit:
+            raise exc.PendingRollbackError("the connection was lost; nothing was committed")
+        sync.rollback()
+        return
     adapter: Any = sync.connection.dbapi_connection
     transaction = adapter._transaction
     if transaction is not None:

@@ -14,6 +14,7 @@ import asyncio
 from asyncio import selector_events
 from collections.abc import AsyncIterator
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,6 +34,7 @@ from signoff.core.ports import (
     SettlingUnit,
 )
 from signoff.core.registry import ActionRegistry
+from signoff.core.results import ActionOutcome
 from signoff.core.run import ActionRun, RunStatus
 from signoff.core.runtime import Runtime
 from signoff.store.sql import SqlStore
@@ -353,3 +355,33 @@ async def test_a_connection_lost_on_the_direct_way_is_invalidated_and_the_store_
 
 def _scalar(result: Any) -> Any:
     return result.scalar_one()
+
+
+@pytest.mark.slow
+async def test_two_processes_writing_one_tenant_keep_one_linear_chain(
+    pg: Backend, tenant: str, tmp_path: Path
+) -> None:
+    """Two OS processes govern calls of one tenant at the same moments, each assuming the head
+    it last committed: every call succeeds, and the tenant's chain is one linear, verifiable
+    chain with every event of both."""
+    from tests.store.test_cross_process import Worker
+
+    url = pg.url
+    assert url is not None
+    workers = [await Worker.start(url, tmp_path / "effects.txt", tenant) for _ in range(2)]
+    rounds = 12
+    try:
+        assert [await w.line() for w in workers] == ["ready", "ready"]
+        for round_ in range(rounds):
+            for n, w in enumerate(workers):
+                w.send(f"go worker-{n}-{round_}")
+            for w in workers:
+                outcome = ActionOutcome.model_validate_json(await w.line())
+                assert outcome.status is ExecutionStatus.SUCCEEDED and outcome.duplicate_of is None
+    finally:
+        for w in workers:
+            await w.stop()
+    assert [w.process.returncode for w in workers] == [0, 0]
+    trail = await chain(await pg.open_sql(), tenant)
+    assert len({e.run_id for e in trail}) == 2 * rounds
+    assert_linear(trail)

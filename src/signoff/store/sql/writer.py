@@ -24,7 +24,6 @@ nobody hears "done" before the fsync that made their unit durable.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import sqlite3
 import threading
 from collections import deque
@@ -36,6 +35,7 @@ from sqlalchemy import event, exc
 from sqlalchemy.engine import URL, Connection
 
 from signoff.store.sql.engine import SQLITE_BUSY_TIMEOUT_MS
+from signoff.store.sql.replies import Reply, TurnTimedOut
 
 Op = Callable[[Connection], Any]
 DEFAULT_MAX_BATCH = 64
@@ -49,53 +49,15 @@ class Ticket:
 
     def __init__(self) -> None:
         self.savepoint = False  # inside its SAVEPOINT (``_SAVEPOINT``)
-        self.done: _Reply | None = None  # answered once the batch holding this unit commits
+        self.done: Reply | None = None  # answered once the batch holding this unit commits
         self.value: Any = None  # the answer of its last job, sent with ``done``
         self.broken: BaseException | None = None  # its transaction was lost
-
-
-class _Reply:
-    __slots__ = ("future", "loop")
-
-    def __init__(self) -> None:
-        self.loop = asyncio.get_running_loop()
-        self.future: asyncio.Future[Any] = self.loop.create_future()
-
-    def send(self, value: Any = None, error: BaseException | None = None) -> None:
-        self._post(_settle, self.future, value, error)
-
-    def cancel(self) -> None:
-        self._post(self.future.cancel)
-
-    def _post(self, callback: Any, *args: Any) -> None:
-        # RuntimeError: the caller's event loop has closed (its ``asyncio.run`` ended mid-unit).
-        # Nobody is left to answer, and the writer must go on serving everyone else.
-        with contextlib.suppress(RuntimeError):
-            self.loop.call_soon_threadsafe(callback, *args)
-
-
-class _TurnTimedOut(TimeoutError):
-    """The unit waited for its turn on the writer longer than ``busy_timeout``."""
-
-
-def _expire(future: asyncio.Future[Any]) -> None:
-    if not future.done():
-        future.set_exception(_TurnTimedOut())
-
-
-def _settle(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
-    if future.done():  # the caller stopped waiting (timeout, cancellation)
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(value)
 
 
 class _Job:
     __slots__ = ("end", "ops", "reply", "ticket")
 
-    def __init__(self, ticket: Ticket, ops: Sequence[Op], end: bool, reply: _Reply) -> None:
+    def __init__(self, ticket: Ticket, ops: Sequence[Op], end: bool, reply: Reply) -> None:
         self.ticket = ticket
         self.ops = ops
         self.end = end
@@ -105,7 +67,7 @@ class _Job:
 class _Abort:
     __slots__ = ("reply", "ticket")
 
-    def __init__(self, ticket: Ticket, reply: _Reply) -> None:
+    def __init__(self, ticket: Ticket, reply: Reply) -> None:
         self.ticket = ticket
         self.reply = reply
 
@@ -141,20 +103,15 @@ class SqliteWriter:
         ``TimeoutError``). ``end``: release the savepoint and answer (the last op's value) only
         once the batch holding the unit has committed.
         """
-        reply = _Reply()
+        reply = Reply()
         self._send(_Job(ticket, ops, end, reply))
         if not first:
             return await reply.future
-        # A timer that fails the reply, cheaper than ``asyncio.timeout`` (which cancels and
-        # un-cancels the task); the writer's late answer then finds the future done.
-        timer = reply.loop.call_later(SQLITE_BUSY_TIMEOUT_MS / 1000, _expire, reply.future)
         try:
-            return await reply.future
-        except _TurnTimedOut:
+            return await reply.within(SQLITE_BUSY_TIMEOUT_MS / 1000)
+        except TurnTimedOut:
             await self.abort(ticket)
             raise
-        finally:
-            timer.cancel()
 
     async def unit_of_one(self, op: Op) -> Any:
         """``op`` as a unit of its own, in one hop (a heartbeat, a whole unit of work): it rides
@@ -163,7 +120,7 @@ class SqliteWriter:
 
     async def abort(self, ticket: Ticket) -> None:
         """Roll the unit back to its savepoint, or take it out of the queue."""
-        reply = _Reply()
+        reply = Reply()
         self._send(_Abort(ticket, reply))
         await reply.future
 

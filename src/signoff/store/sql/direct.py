@@ -95,7 +95,8 @@ def _fields(
     does for every execution (a parameter by the bind's key, else by its name, else the bind's
     own value). ``None`` for what it does differently: expanding or callable binds, collected
     or post-compiled parameters, escaped or repeated names; those take ``_constructed``."""
-    collected = compiled._collect_params and compiled._collected_params  # ``.params()`` values
+    # ``.params()`` values collected at compile time (SQLAlchemy 2.1).
+    collected = getattr(compiled, "_collect_params", False) and compiled._collected_params
     if collected or compiled._render_postcompile or compiled.escaped_bind_names:
         return None
     by_name: dict[str, Any] = {}

@@ -29,7 +29,6 @@ from signoff.core.ledger import RunLedger
 from signoff.core.ports import (
     AuditEvent,
     ChainHead,
-    RunAlreadyExists,
     Settlement,
     SettlingUnit,
 )
@@ -44,7 +43,7 @@ from signoff.store.sql.tables import audit_heads, duplicates
 from tests.helpers import NO_APPROVAL, SMALL, Recorder, definition, proposal
 from tests.store.conftest import Backend
 from tests.store.samples import T0, new_run, result, scope
-from tests.store.test_whole_units import FixedClock, answered_duplicate, proposed
+from tests.store.test_whole_units import FixedClock, proposed
 
 pytestmark = pytest.mark.postgres
 
@@ -206,33 +205,6 @@ async def test_a_head_moved_by_another_store_is_found_and_the_chain_stays_linear
     assert len(trail) == 6 * 3 + 6
     assert_linear(trail)
     assert misses  # the other store's writes were found, not trusted away
-
-
-async def test_a_taken_run_id_after_a_known_head_raises_and_writes_nothing(
-    pg: Backend, tenant: str
-) -> None:
-    store = await pg.open_sql()
-    ledger = RunLedger(store, FixedClock())
-    warm = new_run(tenant)
-    await ledger.create(warm, proposed(warm), scope=scope(tenant), on_duplicate=None)
-    before = await chain(store, tenant)
-    taken = new_run(tenant)
-    async with store.unit() as unit:
-        await unit.runs.create(taken)
-    held = scope(tenant)
-    again = taken.model_copy(update={"action_id": "other.action"})
-    with pytest.raises(RunAlreadyExists):
-        await ledger.create(
-            again, proposed(again), scope=held, on_duplicate=answered_duplicate(again)
-        )
-    async with store.unit() as unit:
-        assert await unit.runs.get(taken.run_id) == taken
-        assert await unit.duplicates.get(held) is None
-    assert await chain(store, tenant) == before
-    # The head assumed next is still the committed one: the next create links after it.
-    later = new_run(tenant)
-    await ledger.create(later, proposed(later), scope=scope(tenant), on_duplicate=None)
-    assert_linear(await chain(store, tenant))
 
 
 async def test_a_unit_that_fails_after_a_one_statement_settle_rolls_it_back(

@@ -9,6 +9,7 @@ A whole unit is what ``RunLedger`` hands the store for each write: the same guar
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
@@ -334,11 +335,19 @@ async def test_create_reserved_on_a_held_scope_records_the_duplicate_answer(
     assert await chain_of(store, tenant) == [1, 2, 3, 4]
 
 
+@pytest.mark.parametrize("known_head", [False, True], ids=["new-tenant", "known-head"])
 async def test_create_reserved_with_a_taken_run_id_raises_and_writes_nothing(
-    backend: Backend, tenant: str
+    backend: Backend, tenant: str, known_head: bool
 ) -> None:
+    """Also after a create, when the store knows the tenant's chain head (PostgreSQL then
+    writes the whole unit as one statement after it): nothing is written, and the next create
+    links after the committed head."""
     store = await backend.open()
     ledger = RunLedger(store, FixedClock())
+    if known_head:
+        first = new_run(tenant)
+        await ledger.create(first, proposed(first), scope=scope(tenant), on_duplicate=None)
+    before = await chain_of(store, tenant)
     taken = new_run(tenant)
     async with store.unit() as unit:
         await unit.runs.create(taken)
@@ -353,8 +362,16 @@ async def test_create_reserved_with_a_taken_run_id_raises_and_writes_nothing(
         if backend.durable:
             assert await unit.duplicates.get(held) is None
             assert await unit.audit.list_for_run(taken.run_id) == []
-    if backend.durable:
-        assert await chain_of(store, tenant) == []
+    if not backend.durable:
+        return
+    assert await chain_of(store, tenant) == before
+    later = new_run(tenant)
+    await ledger.create(later, proposed(later), scope=scope(tenant), on_duplicate=None)
+    async with store.unit() as unit:
+        trail = await unit.audit.scan(tenant_id=tenant)
+    assert [e.chain_seq for e in trail] == list(range(1, len(before) + 4))
+    assert all(e.prev_hash == p.hash for p, e in itertools.pairwise(trail))
+    assert all(recomputed_hash(e) == e.hash for e in trail)
 
 
 async def test_sixteen_concurrent_creates_of_one_scope_one_owner_and_one_linear_chain(

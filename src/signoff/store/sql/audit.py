@@ -219,15 +219,14 @@ _COLUMNS = (
 )
 
 
-def events_where(condition: sa.ColumnElement[bool]) -> Any:
-    """PostgreSQL: a CTE inserting the ``b_<column>s`` arrays' rows if ``condition`` holds."""
+def events_where(condition: sa.ColumnElement[bool] | None = None) -> Any:
+    """PostgreSQL: a CTE inserting the ``b_<column>s`` arrays' rows (if ``condition`` holds)."""
     arrays = [sa.bindparam(f"b_{c}s", type_=ARRAY(audit_events.c[c].type)) for c in _COLUMNS]
     rows = sa.func.unnest(*arrays).table_valued(*_COLUMNS).render_derived(name="e")
-    return (
-        sa.insert(audit_events)
-        .from_select(list(_COLUMNS), sa.select(*(rows.c[c] for c in _COLUMNS)).where(condition))
-        .cte("signoff_new_events")
-    )
+    selected = sa.select(*(rows.c[c] for c in _COLUMNS))
+    if condition is not None:
+        selected = selected.where(condition)
+    return sa.insert(audit_events).from_select(list(_COLUMNS), selected).cte("signoff_new_events")
 
 
 def _insert_then_set_head(*, seq: bool = False, run: bool = False) -> Executable:
@@ -239,13 +238,7 @@ def _insert_then_set_head(*, seq: bool = False, run: bool = False) -> Executable
     would be a new statement, compiled again, for every call). ``seq``: also set the head's
     number (a head locked without advancing it). ``run``: also insert a run row (``r_*``
     parameters) by a CTE, and return how many were inserted (0: its id was taken)."""
-    arrays = [sa.bindparam(f"b_{c}s", type_=ARRAY(audit_events.c[c].type)) for c in _COLUMNS]
-    rows = sa.func.unnest(*arrays).table_valued(*_COLUMNS).render_derived(name="e")
-    inserted = (
-        sa.insert(audit_events)
-        .from_select(list(_COLUMNS), sa.select(*(rows.c[c] for c in _COLUMNS)))
-        .cte("signoff_new_events")
-    )
+    inserted = events_where()
     values: dict[str, Any] = {"head_hash": sa.bindparam("b_hash")}
     if seq:
         values["chain_seq"] = sa.bindparam("b_seq", type_=audit_heads.c.chain_seq.type)

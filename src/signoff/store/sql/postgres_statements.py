@@ -32,30 +32,14 @@ from sqlalchemy.sql.selectable import Select
 from signoff.core.chain import GENESIS
 from signoff.core.ports import DuplicateState
 from signoff.store.sql.audit import events_where
-from signoff.store.sql.statements import TERMINAL_LITERALS
+from signoff.store.sql.statements import run_compare_and_set
 from signoff.store.sql.tables import audit_heads, duplicates, limit_reservations, runs
 
 
 def _settle_writes() -> tuple[Any, Any, Any]:
     """The compare-and-set and, each only if it matched a row, completion and release."""
     run_id = sa.bindparam("b_run_id", type_=runs.c.run_id.type)
-    expected = sa.bindparam("b_expected", type_=sa.Integer())
-    cas = (
-        sa.update(runs)
-        .where(
-            runs.c.run_id == run_id,
-            runs.c.version == expected,
-            runs.c.status.not_in(TERMINAL_LITERALS),
-        )
-        .values(
-            status=sa.bindparam("b_status"),
-            version=expected + 1,
-            updated_at=sa.bindparam("b_updated_at", type_=runs.c.updated_at.type),
-            data=sa.bindparam("b_data"),
-        )
-        .returning(runs.c.tenant_id)
-        .cte("signoff_cas")
-    )
+    cas = run_compare_and_set(run_id).returning(runs.c.tenant_id).cte("signoff_cas")
     won = sa.exists(sa.select(cas.c.tenant_id))
     completed = (
         sa.update(duplicates)
@@ -103,14 +87,19 @@ def _settle_statement() -> Select[Any]:
 SETTLE = _settle_statement()
 
 
-def _reserve_statement() -> Select[Any]:
-    reserved = (
+def _reservation() -> Any:
+    """The reservation's insert (``d_*`` parameters) if its scope is free, as a CTE."""
+    return (
         postgresql.insert(duplicates)
         .values({c.name: sa.bindparam(f"d_{c.name}", type_=c.type) for c in duplicates.columns})
         .on_conflict_do_nothing(index_elements=["scope_hash"])
         .returning(duplicates.c.scope_hash)
         .cte("signoff_reserved")
     )
+
+
+def _reserve_statement() -> Select[Any]:
+    reserved = _reservation()
     lock = postgresql.insert(audit_heads).from_select(
         ["tenant_id", "chain_seq", "head_hash"],
         sa.select(
@@ -169,13 +158,7 @@ def _fast_settle_statement() -> Select[Any]:
 def _fast_create_statement() -> Select[Any]:
     """Create reserved after an assumed head: the reservation, and if it was free the run, and
     if that id was free the head and the rows."""
-    reserved = (
-        postgresql.insert(duplicates)
-        .values({c.name: sa.bindparam(f"d_{c.name}", type_=c.type) for c in duplicates.columns})
-        .on_conflict_do_nothing(index_elements=["scope_hash"])
-        .returning(duplicates.c.scope_hash)
-        .cte("signoff_reserved")
-    )
+    reserved = _reservation()
     new_run = (
         postgresql.insert(runs)
         .from_select(

@@ -49,7 +49,6 @@ from signoff.store.sql.postgres_statements import (
 )
 from signoff.store.sql.statements import Statements
 from signoff.store.sql.unit import Extract, Params, SqlUnit, rowcount
-from signoff.store.sql.writer import SqliteWriter
 
 
 class PostgresUnit(SqlUnit):
@@ -67,14 +66,13 @@ class PostgresUnit(SqlUnit):
         self,
         engine: AsyncEngine,
         sql: Statements,
-        writer: SqliteWriter | None = None,
-        faults: DecodeFaults | None = None,
-        heads: ChainHeads | None = None,
-        plans: direct.Plans | None = None,
+        faults: DecodeFaults,
+        heads: ChainHeads,
+        plans: direct.Plans,
     ) -> None:
-        super().__init__(engine, sql, writer, faults)
+        super().__init__(engine, sql, None, faults)  # PostgreSQL has no writer thread
         self._heads = heads
-        self._plans: direct.Plans = plans if plans is not None else {}
+        self._plans = plans
         self._set_heads: dict[str, ChainHead] = {}  # remembered once the unit commits
         self._turns: list[str] = []  # tenants whose turn this unit holds
 
@@ -102,7 +100,7 @@ class PostgresUnit(SqlUnit):
         try:
             if conn is not None:
                 await _end(conn, commit=self.wrote)
-                if self._heads is not None and self.wrote:
+                if self.wrote:
                     for head in self._set_heads.values():
                         self._heads.committed(head)
         finally:
@@ -120,15 +118,12 @@ class PostgresUnit(SqlUnit):
     def _release(self) -> None:
         self._set_heads.clear()
         turns, self._turns = self._turns, []
-        if self._heads is not None:
-            for tenant_id in turns:
-                self._heads.release(tenant_id)
+        for tenant_id in turns:
+            self._heads.release(tenant_id)
 
     async def _assumed_head(self, tenant_id: str) -> ChainHead | None:
         """The tenant's turn for this unit, and the head to assume (``None``: lock it)."""
         heads = self._heads
-        if heads is None:
-            return None
         if tenant_id not in self._turns:
             if self._conn is None and not self._turns:
                 await heads.turn(tenant_id)  # this unit holds no lock yet: safe to wait
@@ -141,7 +136,6 @@ class PostgresUnit(SqlUnit):
 
     async def _head_moved(self, tenant_id: str) -> ChainHead:
         """The assumed head was not the head: lock the real one (nothing was appended)."""
-        assert self._heads is not None
         self._heads.moved(tenant_id)
         head: ChainHead = await self.write(
             LOCK_HEAD,
@@ -225,7 +219,6 @@ class PostgresUnit(SqlUnit):
         return Reservation(accepted=True)
 
     def _linked(self, assumed: ChainHead, linked: list[AuditEvent]) -> None:
-        assert self._heads is not None
         self._heads.hit(assumed.tenant_id)
         last = linked[-1]
         self.chained(ChainHead(assumed.tenant_id, int(last.chain_seq or 0), str(last.hash)))

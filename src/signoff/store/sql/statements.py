@@ -114,6 +114,26 @@ def _lock_limit(dialect: str) -> Insert:
     )
 
 
+def run_compare_and_set(run_id: Any) -> Update:
+    """``UPDATE runs ... WHERE run_id = :run_id AND version = :b_expected AND status NOT IN
+    (terminal)``: a run's one compare-and-set (``b_status``, ``b_updated_at``, ``b_data``)."""
+    expected = sa.bindparam("b_expected", type_=sa.Integer())
+    return (
+        sa.update(runs)
+        .where(
+            runs.c.run_id == run_id,
+            runs.c.version == expected,
+            runs.c.status.not_in(TERMINAL_LITERALS),
+        )
+        .values(
+            status=sa.bindparam("b_status"),
+            version=expected + 1,
+            updated_at=sa.bindparam("b_updated_at", type_=runs.c.updated_at.type),
+            data=sa.bindparam("b_data"),
+        )
+    )
+
+
 def statements_for(dialect: str) -> Statements:
     insert_run: Insert
     insert_duplicate: Insert
@@ -139,21 +159,7 @@ def statements_for(dialect: str) -> Statements:
         insert_run = sa.insert(runs)
         insert_duplicate = sa.insert(duplicates)
 
-    expected = sa.bindparam("b_expected", type_=sa.Integer())
-    compare_and_set = (
-        sa.update(runs)
-        .where(
-            runs.c.run_id == sa.bindparam("b_run_id"),
-            runs.c.version == expected,
-            runs.c.status.not_in(TERMINAL_LITERALS),
-        )
-        .values(
-            status=sa.bindparam("b_status"),
-            version=expected + 1,
-            updated_at=sa.bindparam("b_updated_at", type_=runs.c.updated_at.type),
-            data=sa.bindparam("b_data"),
-        )
-    )
+    compare_and_set = run_compare_and_set(sa.bindparam("b_run_id"))
     owned_running = sa.and_(
         duplicates.c.scope_hash == sa.bindparam("b_scope_hash"),
         duplicates.c.owner_run_id == sa.bindparam("b_owner"),

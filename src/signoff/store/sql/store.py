@@ -65,7 +65,7 @@ class SqlStore:
         unit: SqlUnit
         if self._heads is not None:
             unit = PostgresUnit(
-                self.engine, self._sql, None, self.decode_faults, self._heads, self._pg_plans
+                self.engine, self._sql, self.decode_faults, self._heads, self._pg_plans
             )
         else:
             unit = SqlUnit(self.engine, self._sql, self.writer, self.decode_faults)

@@ -303,7 +303,6 @@ async def test_a_unit_that_waits_for_its_turn_longer_than_busy_timeout_is_refuse
     """The writer is held by a step-by-step unit that does not end (what a nested writing unit
     in one task does): a whole unit queued behind it gives up after ``busy_timeout`` with the
     store's "database is locked" error, having written nothing; the holder still commits."""
-    monkeypatch.setattr(writer_module, "SQLITE_BUSY_TIMEOUT_MS", 300)
     store, path = sqlite_store
     holder, waiter = new_run(tenant), new_run(tenant)
 
@@ -313,8 +312,11 @@ async def test_a_unit_that_waits_for_its_turn_longer_than_busy_timeout_is_refuse
     async with store.unit() as unit:
         reserved = await unit.duplicates.reserve(scope(tenant), holder.run_id, "h", T0)
         assert reserved.accepted  # the writer now runs this unit until it ends
-        with pytest.raises(StoreError, match="database is locked"):
-            await asyncio.wait_for(store.run_unit(queued), timeout=30)
+        # Short only for the unit queued behind it (the bound is read per unit).
+        with monkeypatch.context() as short:
+            short.setattr(writer_module, "SQLITE_BUSY_TIMEOUT_MS", 300)
+            with pytest.raises(StoreError, match="database is locked"):
+                await asyncio.wait_for(store.run_unit(queued), timeout=30)
         assert store.writer is not None and store.writer.units_waiting == 0
         await unit.runs.create(holder)
     assert committed_run_ids(path) >= {holder.run_id}

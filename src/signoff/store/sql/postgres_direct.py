@@ -141,6 +141,13 @@ async def execute(conn: AsyncConnection, plan: Plan, params: Mapping[str, Any]) 
         status = prepared.get_statusmsg()
     except Exception as error:
         raise await _translated(conn, plan.sql, params, error) from error
+    except BaseException:
+        # Cancelled (or exiting) mid-call: what the driver and the server hold is unknown (a
+        # BEGIN may be in flight with no transaction recorded by the adapter). SQLAlchemy's own
+        # execution invalidates the connection here; so must this, or it goes back to the pool
+        # inside a transaction (tests/store/test_postgres_cancellation.py).
+        await conn.invalidate()
+        raise
     found = _COUNT.match(status or "")
     return Rows(int(found.group(1)) if found else -1, plan.keys, rows)
 

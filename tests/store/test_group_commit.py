@@ -9,6 +9,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -323,3 +324,33 @@ async def test_a_unit_that_waits_for_its_turn_longer_than_busy_timeout_is_refuse
     assert waiter.run_id not in committed_run_ids(path)
     await store.run_unit(queued)  # the writer serves the next unit as usual
     assert waiter.run_id in committed_run_ids(path)
+
+
+async def test_a_unit_whose_turn_bound_passes_while_it_runs_is_answered_with_its_outcome(
+    sqlite_store: tuple[SqlStore, Path], tenant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bound is on waiting for a turn, not on the unit's own work: when it passes while the
+    whole unit already runs on the writer (a slow body, a slow fsync), the unit commits and its
+    caller hears so - never "database is locked" for a unit that is stored."""
+    store, path = sqlite_store
+    writer = store.writer
+    assert writer is not None
+    run = new_run(tenant)
+    bound_passed = threading.Event()
+    send = writer._send
+
+    def watched(item: Any) -> None:
+        if type(item).__name__ == "_Expired":
+            bound_passed.set()
+        send(item)
+
+    monkeypatch.setattr(writer, "_send", watched)
+    monkeypatch.setattr(writer_module, "SQLITE_BUSY_TIMEOUT_MS", 200)
+
+    async def body(unit: StoreUnit) -> str:
+        await unit.runs.create(run)
+        assert bound_passed.wait(30)  # on the writer thread: still running when the bound passed
+        return run.run_id
+
+    assert await asyncio.wait_for(store.run_unit(body), timeout=60) == run.run_id
+    assert run.run_id in committed_run_ids(path)

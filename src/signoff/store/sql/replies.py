@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from typing import Any
 
 
@@ -27,12 +28,13 @@ class Reply:
     def cancel(self) -> None:
         self._post(self.future.cancel)
 
-    async def within(self, seconds: float) -> Any:
-        """The answer, or ``TurnTimedOut`` after ``seconds``; a late answer is then dropped.
+    async def within(self, seconds: float, expired: Callable[[], None]) -> Any:
+        """The answer; ``expired`` is called once ``seconds`` have passed without one (it asks
+        the writer to refuse the unit if it has not begun, and the writer answers).
 
-        A timer on the future, cheaper than ``asyncio.timeout`` (which cancels and un-cancels
-        the waiting task) on every unit of work."""
-        timer = self.loop.call_later(seconds, _expire, self.future)
+        A timer beside the future, cheaper than ``asyncio.timeout`` (which cancels and
+        un-cancels the waiting task) on every unit of work."""
+        timer = self.loop.call_later(seconds, expired)
         try:
             return await self.future
         finally:
@@ -43,11 +45,6 @@ class Reply:
         # Nobody is left to answer, and the writer must go on serving everyone else.
         with contextlib.suppress(RuntimeError):
             self.loop.call_soon_threadsafe(callback, *args)
-
-
-def _expire(future: asyncio.Future[Any]) -> None:
-    if not future.done():
-        future.set_exception(TurnTimedOut())
 
 
 def _settle(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:

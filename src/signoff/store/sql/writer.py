@@ -72,6 +72,16 @@ class _Abort:
         self.reply = reply
 
 
+class _Expired:
+    """A unit's turn is over: refuse it if it has not begun."""
+
+    __slots__ = ("reply", "ticket")
+
+    def __init__(self, ticket: Ticket, reply: Reply) -> None:
+        self.ticket = ticket
+        self.reply = reply
+
+
 class SqliteWriter:
     """The writing connection of one ``SqlStore`` on SQLite, and the thread that owns it."""
 
@@ -82,7 +92,7 @@ class SqliteWriter:
         event.listen(self.engine, "connect", _configure)
         event.listen(self.engine, "begin", _begin_immediate)
         self.max_batch = max_batch
-        self._inbox: deque[_Job | _Abort | None] = deque()
+        self._inbox: deque[_Job | _Abort | _Expired | None] = deque()
         self._wake = threading.Condition(threading.Lock())
         self._thread: threading.Thread | None = None
         # Writer-thread state.
@@ -107,11 +117,11 @@ class SqliteWriter:
         self._send(_Job(ticket, ops, end, reply))
         if not first:
             return await reply.future
-        try:
-            return await reply.within(SQLITE_BUSY_TIMEOUT_MS / 1000)
-        except TurnTimedOut:
-            await self.abort(ticket)
-            raise
+        # When the bound is up, the writer decides: a unit that has not begun is taken out of
+        # the queue and refused (``TurnTimedOut``); one that has begun runs, and is answered
+        # with its real outcome, as every unit is (never "refused" for a unit that commits).
+        expired = _Expired(ticket, reply)
+        return await reply.within(SQLITE_BUSY_TIMEOUT_MS / 1000, lambda: self._send(expired))
 
     async def unit_of_one(self, op: Op) -> Any:
         """``op`` as a unit of its own, in one hop (a heartbeat, a whole unit of work): it rides
@@ -134,11 +144,11 @@ class SqliteWriter:
         """Units released into the open batch, not yet committed."""
         return len(self._batch)
 
-    def _send(self, item: _Job | _Abort | None) -> None:
+    def _send(self, item: _Job | _Abort | _Expired | None) -> None:
         with self._wake:
             if self._thread is None:
-                if item is None:
-                    return
+                if item is None or isinstance(item, _Expired):
+                    return  # closed: nothing to stop, nobody waiting for a turn
                 self._thread = threading.Thread(
                     target=self._main, name="signoff-sqlite-writer", daemon=True
                 )
@@ -167,6 +177,8 @@ class SqliteWriter:
                 return
             if isinstance(item, _Abort):
                 self._abort(item)
+            elif isinstance(item, _Expired):
+                self._expire(item)
             else:
                 self._accept(item)
             # Jobs already in the inbox may be units ready to join the batch: take them first.
@@ -236,6 +248,14 @@ class SqliteWriter:
         if self._active is ticket:
             self._rollback_unit(ticket)
         abort.reply.send()
+
+    def _expire(self, expired: _Expired) -> None:
+        for job in self._waiting:
+            if job.ticket is expired.ticket:
+                self._waiting.remove(job)
+                expired.reply.send(error=TurnTimedOut())
+                return
+        # Begun already (running, in the open batch, or answered): its outcome is its answer.
 
     def _rollback_unit(self, ticket: Ticket) -> None:
         savepoint, ticket.savepoint = ticket.savepoint, False

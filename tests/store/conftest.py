@@ -164,6 +164,16 @@ async def sql_backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIt
 
 
 @pytest.fixture
+async def pg(postgres_url: str) -> AsyncIterator[Backend]:
+    """PostgreSQL alone (its own units: the direct way, the assumed chain head)."""
+    backend = Backend("postgres", postgres_url)
+    try:
+        yield backend
+    finally:
+        await backend.close_all()
+
+
+@pytest.fixture
 def tenant() -> str:
     """A tenant id no other test uses, so tests can share a database."""
     return f"t-{uuid.uuid4().hex[:12]}"

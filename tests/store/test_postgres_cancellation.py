@@ -24,15 +24,6 @@ from tests.store.conftest import Backend
 pytestmark = pytest.mark.postgres
 
 
-@pytest.fixture
-async def pg(postgres_url: str) -> Any:
-    backend = Backend("postgres", postgres_url)
-    try:
-        yield backend
-    finally:
-        await backend.close_all()
-
-
 HEAD = sa.insert(audit_heads).values(
     tenant_id=sa.bindparam("b_tenant"), chain_seq=0, head_hash=GENESIS
 )

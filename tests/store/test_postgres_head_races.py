@@ -29,15 +29,6 @@ STORES = 4
 ROUNDS = 5
 
 
-@pytest.fixture
-async def pg(postgres_url: str) -> Any:
-    backend = Backend("postgres", postgres_url)
-    try:
-        yield backend
-    finally:
-        await backend.close_all()
-
-
 async def real_head(store: SqlStore, tenant: str) -> ChainHead:
     async with store.unit() as unit:
         return next(h for h in await unit.audit.heads() if h.tenant_id == tenant)

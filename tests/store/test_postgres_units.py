@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 from asyncio import selector_events
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -46,15 +45,6 @@ from tests.store.samples import T0, new_run, result, scope
 from tests.store.test_whole_units import FixedClock, proposed
 
 pytestmark = pytest.mark.postgres
-
-
-@pytest.fixture
-async def pg(postgres_url: str) -> AsyncIterator[Backend]:
-    backend = Backend("postgres", postgres_url)
-    try:
-        yield backend
-    finally:
-        await backend.close_all()
 
 
 class Statements:

@@ -26,7 +26,6 @@ import platform
 import statistics
 import sys
 import time
-from asyncio import selector_events
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -48,6 +47,7 @@ from store_throughput import (  # noqa: E402
     runtime_on,
     server,
 )
+from tests.helpers import socket_writes  # noqa: E402
 
 from signoff.store.sql import SqlStore, open_sql_store  # noqa: E402
 
@@ -187,20 +187,13 @@ async def round_trips(store: SqlStore, caller: Caller) -> dict[str, float]:
     ]
     for name, fn in listeners:
         event.listen(engine, name, fn)
-    transport: Any = vars(selector_events)["_SelectorSocketTransport"]
-    write = transport.write
-
-    def counted(self: Any, data: Any) -> None:
-        seen["writes"] += 1
-        write(self, data)
-
-    transport.write = counted
     try:
-        await caller.calls(20)
+        with socket_writes() as writes:
+            await caller.calls(20)
     finally:
-        transport.write = write
         for name, fn in listeners:
             event.remove(engine, name, fn)
+    seen["writes"] = writes.count
     return {k: v / 20 for k, v in seen.items()}
 
 

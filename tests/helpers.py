@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import threading
+from asyncio import selector_events
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -141,3 +144,28 @@ async def status_of(runtime: Runtime, run_id: str, tenant: str = "acme") -> RunS
     run = await runtime.get_run(run_id, tenant)
     assert run is not None, f"no run {run_id} in {tenant}"
     return run.status
+
+
+@dataclass
+class Writes:
+    count: int = 0
+
+
+@contextmanager
+def socket_writes() -> Iterator[Writes]:
+    """Counts the writes to asyncio's socket transports while open: round trips to a database
+    server, each answered before the next (SQLAlchemy's events miss statements sent straight
+    to the driver)."""
+    transport: Any = vars(selector_events)["_SelectorSocketTransport"]
+    write = transport.write
+    seen = Writes()
+
+    def counted(self: Any, data: Any) -> None:
+        seen.count += 1
+        write(self, data)
+
+    transport.write = counted
+    try:
+        yield seen
+    finally:
+        transport.write = write

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -97,6 +98,16 @@ async def test_stores_assuming_one_head_at_once_keep_one_chain(
         assert s._heads is not None and s._heads._turns == {}
 
 
+async def cancel_some(tasks: Sequence[asyncio.Future[Any]], rnd: random.Random) -> list[Any]:
+    """Let ``tasks`` run a random number of loop turns, cancel about a third, collect all."""
+    for _ in range(rnd.randrange(1, 40)):
+        await asyncio.sleep(0)
+    for task in tasks:
+        if rnd.random() < 0.3:
+            task.cancel()
+    return await asyncio.gather(*tasks, return_exceptions=True)
+
+
 async def test_cancelled_units_leave_no_turn_and_no_fork(pg: Backend, tenant: str) -> None:
     """Units of two stores on one tenant, cancelled at assorted await points."""
     stores = [await pg.open_sql(), await pg.open_sql()]
@@ -110,23 +121,13 @@ async def test_cancelled_units_leave_no_turn_and_no_fork(pg: Backend, tenant: st
             )
             for n, r in enumerate(runs)
         ]
-        for _ in range(rnd.randrange(1, 40)):
-            await asyncio.sleep(0)
-        for t in tasks:
-            if rnd.random() < 0.3:
-                t.cancel()
-        created = await asyncio.gather(*tasks, return_exceptions=True)
+        created = await cancel_some(tasks, rnd)
         live = [r for r, c in zip(runs, created, strict=True) if not isinstance(c, BaseException)]
         settles = [
             asyncio.ensure_future(settled(stores[n % 2], r, done(r), f"s-{round_}-{n}"))
             for n, r in enumerate(live)
         ]
-        for _ in range(rnd.randrange(1, 40)):
-            await asyncio.sleep(0)
-        for t in settles:
-            if rnd.random() < 0.3:
-                t.cancel()
-        await asyncio.gather(*settles, return_exceptions=True)
+        await cancel_some(settles, rnd)
         for s in stores:
             assert s._heads is not None and s._heads._turns == {}, round_
     assert_linear(await chain(stores[0], tenant))

@@ -11,7 +11,6 @@ would) - plus the round trips a governed call costs now.
 from __future__ import annotations
 
 import asyncio
-from asyncio import selector_events
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -39,7 +38,7 @@ from signoff.store.sql import SqlStore
 from signoff.store.sql.postgres_heads import ChainHeads
 from signoff.store.sql.postgres_unit import PostgresUnit
 from signoff.store.sql.tables import audit_heads, duplicates
-from tests.helpers import NO_APPROVAL, SMALL, Recorder, definition, proposal
+from tests.helpers import NO_APPROVAL, SMALL, Recorder, definition, proposal, socket_writes
 from tests.store.conftest import Backend
 from tests.store.samples import T0, new_run, result, scope
 from tests.store.test_whole_units import FixedClock, proposed
@@ -148,22 +147,10 @@ async def test_a_governed_call_costs_six_round_trips(pg: Backend, tenant: str) -
     for key in ("learns-the-head", "prepares-the-statements"):  # asyncpg prepares once
         warm = await runtime.propose(proposal(SMALL, tenant=tenant, key=key))
         assert warm.status is ExecutionStatus.SUCCEEDED
-    transport: Any = vars(selector_events)["_SelectorSocketTransport"]
-    write = transport.write
-    writes = 0
-
-    def counted(self: Any, data: Any) -> None:
-        nonlocal writes
-        writes += 1
-        write(self, data)
-
-    transport.write = counted
-    try:
+    with socket_writes() as writes:
         outcome = await runtime.propose(proposal(SMALL, tenant=tenant, key="measured"))
-    finally:
-        transport.write = write
     assert outcome.status is ExecutionStatus.SUCCEEDED
-    assert writes == 6
+    assert writes.count == 6
     assert_linear(await chain(store, tenant))
 
 

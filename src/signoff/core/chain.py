@@ -170,6 +170,15 @@ def link(
     return linked
 
 
+def head_after(head: ChainHead, linked: Sequence[AuditEvent]) -> ChainHead:
+    """The tenant's head once ``linked`` (``link``'s answer for ``head``) is appended."""
+    if not linked:
+        return head
+    last = linked[-1]
+    assert last.chain_seq is not None and last.hash is not None, "not linked"
+    return ChainHead(head.tenant_id, last.chain_seq, last.hash)
+
+
 def by_tenant(events: Sequence[AuditEvent]) -> list[tuple[str, list[AuditEvent]]]:
     """Events grouped per tenant (order kept inside each), tenants sorted: a fixed lock order."""
     groups: dict[str, list[AuditEvent]] = {}

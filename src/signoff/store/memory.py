@@ -19,7 +19,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import TypeVar
 
-from signoff.core.chain import GENESIS, by_tenant, link
+from signoff.core.chain import GENESIS, by_tenant, head_after, link
 from signoff.core.ports import (
     ApprovalLink,
     AuditEvent,
@@ -224,11 +224,11 @@ class InMemoryAuditLog:
         with self._lock:
             for tenant_id, batch in by_tenant(events):
                 head = self._heads.get(tenant_id, ChainHead(tenant_id, 0, GENESIS))
-                for stored in link(head, batch, first_seq=len(self._events) + 1):
+                linked = link(head, batch, first_seq=len(self._events) + 1)
+                for stored in linked:
                     self._events.append(stored)
                     self._by_run.setdefault(stored.run_id, []).append(stored)
-                    assert stored.chain_seq is not None and stored.hash is not None
-                    self._heads[tenant_id] = ChainHead(tenant_id, stored.chain_seq, stored.hash)
+                self._heads[tenant_id] = head_after(head, linked)
 
     async def list_for_run(self, run_id: str) -> list[AuditEvent]:
         with self._lock:

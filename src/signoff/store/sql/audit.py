@@ -23,7 +23,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.sql.base import Executable
 
-from signoff.core.chain import by_tenant, link
+from signoff.core.chain import by_tenant, head_after, link
 from signoff.core.ports import AuditEvent, ChainHead, Checkpoint
 from signoff.store.sql.codec import (
     audit_from_row,
@@ -70,9 +70,7 @@ class SqlAuditLog:
                 # One round trip: the rows are inserted by a CTE of the head's UPDATE.
                 params = _columns(rows) | {"b_tenant": tenant_id, "b_hash": linked[-1].hash}
                 await unit.write(_INSERT_THEN_SET_HEAD, params)
-                unit.chained(
-                    ChainHead(tenant_id, head.chain_seq + len(batch), str(linked[-1].hash))
-                )
+                unit.chained(head_after(head, linked))
                 continue
             await unit.write(sql.insert_audit, rows)
             await unit.write(sql.set_head_hash, {"b_tenant": tenant_id, "b_hash": linked[-1].hash})
@@ -179,12 +177,7 @@ async def append_at_head(
         created = bool(await unit.write(_RUN_AND_EVENTS, params, _scalar) == 1)
     if others:
         await unit.audit.append(others)
-    after = (
-        head
-        if last is None
-        else ChainHead(head.tenant_id, int(last.chain_seq or 0), str(last.hash))
-    )
-    return created, after
+    return created, head_after(head, linked)
 
 
 def _columns(rows: list[dict[str, Any]]) -> dict[str, Any]:

@@ -15,12 +15,12 @@ plain integers and text); reads, and anything else, go through SQLAlchemy's ``Co
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Protocol, cast
+from typing import Any, Protocol, TypeVar, cast
 
 from sqlalchemy import exc
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.sql.base import Executable
 from sqlalchemy.sql.dml import UpdateBase
 
@@ -109,7 +109,7 @@ def _fields(
         bind = by_name.get(name)
         if bind is None:
             return None
-        processor = _UTC_TEXT if isinstance(bind.type, UTCDateTime) else processors.get(name)
+        processor = _utc_text if isinstance(bind.type, UTCDateTime) else processors.get(name)
         fields.append((bind.key, name, bool(bind.required), bind.value, processor))
     return tuple(fields)
 
@@ -124,20 +124,43 @@ def _utc_text(value: datetime) -> str:
     return value.isoformat(" ", "microseconds")[:26]
 
 
-_UTC_TEXT: Callable[[Any], Any] = _utc_text
-
-
 def _same_keys(params: Sequence[Mapping[str, Any]]) -> bool:
     keys = params[0].keys() if params else set()
     return all(p.keys() == keys for p in params)
 
 
-def _plannable(statement: UpdateBase, connection: Connection) -> bool:
-    for column in statement._returning:
+def plain_columns(columns: Iterable[Any], dialect: Dialect) -> bool:
+    """Every column comes back as the driver reads it (no result processing): its rows may
+    skip SQLAlchemy's result set-up. Both direct ways ask it (SQLite's writer, PostgreSQL)."""
+    for column in columns:
         kind = getattr(column, "type", None)
-        if kind is None or kind._cached_result_processor(connection.dialect, None) is not None:
+        try:
+            if kind is None or kind._cached_result_processor(dialect, None) is not None:
+                return False
+        except (TypeError, ValueError):  # a type that needs the column's server type
             return False
     return True
+
+
+P = TypeVar("P")
+
+
+def remembered(
+    plans: dict[Any, tuple[Executable, P | None]],
+    key: tuple[Any, ...],
+    statement: Executable,
+    build: Callable[[], P | None],
+) -> P | None:
+    """``statement``'s plan under ``key`` (its id and parameter names), built once: the stores'
+    statements are built once, so at most ``_MAX_PLANS`` are kept, each with its statement
+    (so its id stays unique); ``None``: not for the direct way."""
+    found = plans.get(key)
+    if found is not None and found[0] is statement:
+        return found[1]
+    plan = build()
+    if len(plans) < _MAX_PLANS:
+        plans[key] = (statement, plan)
+    return plan
 
 
 class Rows:
@@ -215,16 +238,14 @@ class DirectConnection:
             raise exc.DBAPIError.instance(plan.sql, params, error, sqlite3.Error) from error
 
     def _plan(self, statement: Executable, keys: list[str], many: bool) -> _Plan | None:
-        key = (id(statement), tuple(keys), many)
-        found = self._plans.get(key)
-        if found is not None and found[0] is statement:
-            return found[1]
-        plan = None
-        if isinstance(statement, UpdateBase) and _plannable(statement, self.connection):
-            plan = _Plan(statement, self.connection, keys, many)
-        if len(self._plans) < _MAX_PLANS:
-            self._plans[key] = (statement, plan)  # the statement kept: its id stays unique
-        return plan
+        def build() -> _Plan | None:
+            if not isinstance(statement, UpdateBase):
+                return None
+            if not plain_columns(statement._returning, self.connection.dialect):
+                return None
+            return _Plan(statement, self.connection, keys, many)
+
+        return remembered(self._plans, (id(statement), tuple(keys), many), statement, build)
 
     def close(self) -> None:
         self._cursor.close()

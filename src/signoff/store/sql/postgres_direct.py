@@ -35,9 +35,8 @@ from sqlalchemy.sql.dml import UpdateBase
 from sqlalchemy.sql.selectable import Select
 from sqlalchemy.types import ARRAY
 
-from signoff.store.sql.direct import Rows
+from signoff.store.sql.direct import Rows, plain_columns, remembered
 
-_MAX_PLANS = 256
 _COUNT = re.compile(r"(?:SELECT|UPDATE|DELETE|MERGE|INSERT \d+) (\d+)")
 
 
@@ -86,19 +85,10 @@ def _returned(statement: Executable) -> list[str]:
 
 def _plannable(statement: Executable, dialect: Dialect) -> bool:
     if isinstance(statement, UpdateBase):
-        columns = list(statement._returning)
-    elif isinstance(statement, Select):
-        columns = list(statement.selected_columns)
-    else:
-        return False
-    for column in columns:
-        kind = getattr(column, "type", None)
-        try:
-            if kind is None or kind._cached_result_processor(dialect, None) is not None:
-                return False
-        except (TypeError, ValueError):  # a type that needs the column's server type
-            return False
-    return True
+        return plain_columns(statement._returning, dialect)
+    if isinstance(statement, Select):
+        return plain_columns(statement.selected_columns, dialect)
+    return False
 
 
 Plans = dict[tuple[int, tuple[str, ...]], tuple[Executable, Plan | None]]
@@ -107,20 +97,18 @@ Plans = dict[tuple[int, tuple[str, ...]], tuple[Executable, Plan | None]]
 def plan_for(
     plans: Plans, statement: Executable, dialect: Dialect, params: Mapping[str, Any]
 ) -> Plan | None:
-    """The statement's plan for these parameter names, from ``plans`` (one store's, at most
-    ``_MAX_PLANS``: the store's statements are built once, so each is compiled once);
-    ``None``: not for the direct way."""
+    """The statement's plan for these parameter names, compiled once per store
+    (``direct.remembered``); ``None``: not for the direct way."""
     keys = tuple(sorted(params))
-    key = (id(statement), keys)
-    found = plans.get(key)
-    if found is not None and found[0] is statement:
-        return found[1]
-    plan = Plan(statement, dialect, list(keys)) if _plannable(statement, dialect) else None
-    if plan is not None and plan.expands:
-        plan = None  # ``IN`` lists and the like are rendered per call: SQLAlchemy's way
-    if len(plans) < _MAX_PLANS:
-        plans[key] = (statement, plan)  # the statement kept: its id stays unique
-    return plan
+
+    def build() -> Plan | None:
+        if not _plannable(statement, dialect):
+            return None
+        plan = Plan(statement, dialect, list(keys))
+        # ``IN`` lists and the like are rendered per call: SQLAlchemy's way.
+        return None if plan.expands else plan
+
+    return remembered(plans, (id(statement), keys), statement, build)
 
 
 async def execute(conn: AsyncConnection, plan: Plan, params: Mapping[str, Any]) -> Any:

@@ -20,7 +20,7 @@ from sqlalchemy.engine import CursorResult
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql.base import Executable
 
-from signoff.core.chain import link
+from signoff.core.chain import head_after, link
 from signoff.core.ports import (
     AuditEvent,
     ChainHead,
@@ -220,8 +220,7 @@ class PostgresUnit(SqlUnit):
 
     def _linked(self, assumed: ChainHead, linked: list[AuditEvent]) -> None:
         self._heads.hit(assumed.tenant_id)
-        last = linked[-1]
-        self.chained(ChainHead(assumed.tenant_id, int(last.chain_seq or 0), str(last.hash)))
+        self.chained(head_after(assumed, linked))
 
     async def _append_after(self, head: ChainHead, events: Sequence[AuditEvent]) -> None:
         """Append after ``head``, whose row this unit has locked without moving it."""

@@ -72,14 +72,10 @@ class _Abort:
         self.reply = reply
 
 
-class _Expired:
-    """A unit's turn is over: refuse it if it has not begun."""
+class _Expired(_Abort):
+    """A unit's turn is over: refuse it if it has not begun (``reply`` is the unit's own)."""
 
-    __slots__ = ("reply", "ticket")
-
-    def __init__(self, ticket: Ticket, reply: Reply) -> None:
-        self.ticket = ticket
-        self.reply = reply
+    __slots__ = ()
 
 
 class SqliteWriter:
@@ -92,7 +88,7 @@ class SqliteWriter:
         event.listen(self.engine, "connect", _configure)
         event.listen(self.engine, "begin", _begin_immediate)
         self.max_batch = max_batch
-        self._inbox: deque[_Job | _Abort | _Expired | None] = deque()
+        self._inbox: deque[_Job | _Abort | None] = deque()
         self._wake = threading.Condition(threading.Lock())
         self._thread: threading.Thread | None = None
         # Writer-thread state.
@@ -144,7 +140,7 @@ class SqliteWriter:
         """Units released into the open batch, not yet committed."""
         return len(self._batch)
 
-    def _send(self, item: _Job | _Abort | _Expired | None) -> None:
+    def _send(self, item: _Job | _Abort | None) -> None:
         with self._wake:
             if self._thread is None:
                 if item is None or isinstance(item, _Expired):
@@ -175,10 +171,10 @@ class SqliteWriter:
             if item is None:
                 self._shutdown()
                 return
-            if isinstance(item, _Abort):
-                self._abort(item)
-            elif isinstance(item, _Expired):
+            if isinstance(item, _Expired):
                 self._expire(item)
+            elif isinstance(item, _Abort):
+                self._abort(item)
             else:
                 self._accept(item)
             # Jobs already in the inbox may be units ready to join the batch: take them first.
@@ -240,22 +236,26 @@ class SqliteWriter:
 
     def _abort(self, abort: _Abort) -> None:
         ticket = abort.ticket
-        for job in self._waiting:
-            if job.ticket is ticket:
-                self._waiting.remove(job)
-                job.reply.cancel()
-                break
+        queued = self._unqueue(ticket)
+        if queued is not None:
+            queued.reply.cancel()
         if self._active is ticket:
             self._rollback_unit(ticket)
         abort.reply.send()
 
     def _expire(self, expired: _Expired) -> None:
+        queued = self._unqueue(expired.ticket)
+        if queued is not None:
+            queued.reply.send(error=TurnTimedOut())
+        # Else begun already (running, in the open batch, or answered): its outcome is its answer.
+
+    def _unqueue(self, ticket: Ticket) -> _Job | None:
+        """Take ``ticket``'s job out of the queue, if it is still waiting to begin."""
         for job in self._waiting:
-            if job.ticket is expired.ticket:
+            if job.ticket is ticket:
                 self._waiting.remove(job)
-                expired.reply.send(error=TurnTimedOut())
-                return
-        # Begun already (running, in the open batch, or answered): its outcome is its answer.
+                return job
+        return None
 
     def _rollback_unit(self, ticket: Ticket) -> None:
         savepoint, ticket.savepoint = ticket.savepoint, False

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# The demo domain (examples.invoices) and test helpers import from the repository root.
+# The test helpers (tests.*) import from the repository root.
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from signoff.cli import app
 from signoff.core.registry import ActionRegistry
 from signoff.core.runtime import Runtime
+from signoff.demo import MANIFESTS as DEMO_MANIFESTS
 from signoff.store.factory import open_store
 from tests.helpers import Recorder, approve, definition, proposal
 
@@ -81,7 +82,7 @@ def test_audit_verify_fails_with_its_code_when_a_run_was_changed_behind_its_back
 def test_recover_on_a_clean_database_reports_nothing_to_do(tmp_path: Path) -> None:
     db = tmp_path / "signoff.db"
     _populate(db)
-    manifests = Path(__file__).resolve().parents[2] / "manifests"
+    manifests = DEMO_MANIFESTS
     result = runner.invoke(
         app,
         [

@@ -10,12 +10,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from examples.invoices.db import ensure_seeded
 from typer.testing import CliRunner, Result
 
 from signoff import ActionProposal, Channel, Code, Principal, ProposerType
 from signoff.app import Application
 from signoff.cli import app as cli
+from signoff.demo.invoices.db import ensure_seeded
 from tests.web.test_end_to_end import MANIFESTS, with_application
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -18,6 +18,7 @@ from signoff.core.identity import Channel, ProposerType
 from signoff.core.policy import PolicyInput
 from signoff.core.registry import compile_action
 from signoff.core.run import MAX_REASON_CHARS, ApprovalDecision, ApprovalVote, RunStatus
+from signoff.demo import MANIFESTS as DEMO_MANIFESTS
 from signoff.manifest import load_manifests
 from tests.helpers import (
     AGENT,
@@ -110,7 +111,7 @@ def test_the_default_approval_rule_is_described_once_and_matches_what_it_does(
 
 
 def test_signoff_check_describes_a_default_rule_with_the_cores_words() -> None:
-    loaded = load_manifests(ROOT / "manifests")
+    loaded = load_manifests(DEMO_MANIFESTS)
     defaulted = [a for a in loaded.actions if a.manifest.spec.approval is None]
     for action in defaulted:
         words = default_approval_rule(action.manifest.spec.effect, action.manifest.spec.risk)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from signoff.cli import app
+from signoff.demo import MANIFESTS as DEMO_MANIFESTS
 from signoff.manifest import manifest_json_schema
 from tests.manifest.support import VALID, edited, line_of, write
 
@@ -16,7 +17,7 @@ WIDE = {"COLUMNS": "200"}
 
 
 def test_the_demo_manifests_check_clean_with_a_table_and_passing_cases() -> None:
-    result = CliRunner().invoke(app, ["check", str(ROOT / "manifests")], env=WIDE)
+    result = CliRunner().invoke(app, ["check", str(DEMO_MANIFESTS)], env=WIDE)
 
     assert result.exit_code == 0, result.output
     for action in ("invoice.list", "invoice.get", "invoice.cancel", "invoice.send_reminder"):

@@ -9,16 +9,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from examples.invoices import executors
-from examples.invoices.db import ensure_seeded
 
 from signoff import ExecutionContext, ExecutionStatus, Principal
 from signoff.core.codes import Code
 from signoff.core.runtime import Runtime
+from signoff.demo import MANIFESTS as DEMO_MANIFESTS
+from signoff.demo.invoices import executors
+from signoff.demo.invoices.db import ensure_seeded
 from signoff.manifest import ManifestSet, load_manifests, run_cases
 from tests.helpers import AGENT, LEAD, approve, memory_runtime, proposal
 
-MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
+MANIFESTS = DEMO_MANIFESTS
 
 
 @pytest.fixture

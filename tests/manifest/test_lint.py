@@ -8,6 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from signoff.cli import app
+from signoff.demo import MANIFESTS as DEMO_MANIFESTS
 from signoff.manifest import ProblemCode, load_manifests
 from tests.manifest.support import column_of, edited, line_of, only_problem, write
 
@@ -146,7 +147,7 @@ def test_check_prints_the_source_line_with_a_caret_under_the_column(tmp_path: Pa
 
 
 def test_the_demo_manifests_have_no_lint_findings() -> None:
-    assert len(load_manifests(ROOT / "manifests").actions) == 4
+    assert len(load_manifests(DEMO_MANIFESTS).actions) == 4
 
 
 def test_a_plain_value_with_a_colon_is_told_to_be_quoted(manifests: Path) -> None:

@@ -14,6 +14,7 @@ from jsonschema import Draft202012Validator
 
 from signoff import ApprovalSpec, ExecutorMode
 from signoff.core.definition import OrphanPolicy
+from signoff.demo import MANIFESTS as DEMO_MANIFESTS
 from signoff.manifest import (
     HttpExecutor,
     ProblemCode,
@@ -269,7 +270,7 @@ def test_the_schema_accepts_the_demo_manifests_and_rejects_unknown_fields() -> N
     validator = Draft202012Validator(json.loads(shipped_schema_text()))
     documents = [
         document
-        for path in sorted((ROOT / "manifests").glob("*.yaml"))
+        for path in sorted((DEMO_MANIFESTS).glob("*.yaml"))
         for document in yaml.safe_load_all(path.read_text())
     ]
     valid = yaml.safe_load(VALID)

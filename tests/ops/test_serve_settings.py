@@ -15,6 +15,7 @@ import pytest
 from pydantic import ValidationError
 
 from signoff.cli.serve_settings import ServeSettings, Transport, settings_problem
+from signoff.demo import MANIFESTS as DEMO_MANIFESTS
 from signoff.observability.logs import LogFormat
 from tests.surfaces.support import DEADLINE, free_socket
 
@@ -61,7 +62,7 @@ async def test_serve_configured_only_by_the_environment_logs_json_and_stops_clea
         SIGNOFF_PRINCIPAL="agent-1",
         SIGNOFF_TENANT="acme",
         SIGNOFF_ROLES="billing",
-        SIGNOFF_MANIFESTS=str(ROOT / "manifests"),
+        SIGNOFF_MANIFESTS=str(DEMO_MANIFESTS),
         SIGNOFF_DATABASE_URL=f"sqlite+aiosqlite:///{tmp_path / 'signoff.db'}",
         SIGNOFF_DEMO_INVOICES_DB=str(tmp_path / "invoices.db"),
     )

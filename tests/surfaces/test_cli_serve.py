@@ -15,6 +15,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from signoff import Code, ExecutionStatus
+from signoff.demo import MANIFESTS as DEMO_MANIFESTS
 from tests.surfaces.support import DEADLINE, free_socket, http_client
 
 STARTUP_DEADLINE = 90.0  # a hang guard for the whole start-up: imports, migrations, tokens
@@ -43,7 +44,7 @@ async def test_signoff_serve_over_stdio_serves_the_demo_manifests_as_the_launch_
             SIGNOFF_PRINCIPAL="agent-1",
             SIGNOFF_TENANT="acme",
             SIGNOFF_ROLES="billing",
-            SIGNOFF_MANIFESTS=str(ROOT / "manifests"),
+            SIGNOFF_MANIFESTS=str(DEMO_MANIFESTS),
         ),
         cwd=str(tmp_path),
     )
@@ -74,7 +75,7 @@ async def test_signoff_demo_prints_working_tokens_and_a_stdio_snippet_then_serve
         "--port",
         str(port),
         "--manifests",
-        str(ROOT / "manifests"),
+        str(DEMO_MANIFESTS),
         "--state-dir",
         str(state),
         cwd=tmp_path,
@@ -135,7 +136,7 @@ async def test_editing_the_manifests_while_serving_tells_the_client_the_tools_ch
 
     manifests = tmp_path / "manifests"
     manifests.mkdir()
-    (manifests / "read.yaml").write_text((ROOT / "manifests" / "invoices-read.yaml").read_text())
+    (manifests / "read.yaml").write_text((DEMO_MANIFESTS / "invoices-read.yaml").read_text())
     changed = asyncio.Event()
 
     async def on_message(message: object) -> None:
@@ -156,7 +157,7 @@ async def test_editing_the_manifests_while_serving_tells_the_client_the_tools_ch
     )
     async with Client(params, mode="legacy", message_handler=on_message) as client:
         before = {t.name for t in (await client.list_tools()).tools}
-        cancel = (ROOT / "manifests" / "invoice-cancel.yaml").read_text()
+        cancel = (DEMO_MANIFESTS / "invoice-cancel.yaml").read_text()
         (manifests / "cancel.yaml").write_text(cancel)
         await asyncio.wait_for(changed.wait(), DEADLINE)
         after = {t.name for t in (await client.list_tools()).tools}

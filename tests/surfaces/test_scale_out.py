@@ -15,6 +15,7 @@ import httpx2
 import pytest
 
 from signoff import Code, ExecutionStatus
+from signoff.demo import MANIFESTS as DEMO_MANIFESTS
 from signoff.surfaces.access.jwt import issue_token
 from signoff.surfaces.access.scopes import DEFAULT_APPROVE, DEFAULT_PROPOSE
 from signoff.surfaces.mcp.tasks import EXTENSION
@@ -53,7 +54,7 @@ async def instance(name: str, database: str, tmp_path: Path) -> AsyncIterator[in
     )
     process = await asyncio.create_subprocess_exec(
         SIGNOFF, "serve", "--transport", "http", "--host", "127.0.0.1", "--port", str(port),
-        "--database", database, "--manifests", str(ROOT / "manifests"),
+        "--database", database, "--manifests", str(DEMO_MANIFESTS),
         cwd=tmp_path, env=env, stderr=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL,
     )  # fmt: skip
     assert process.stderr is not None

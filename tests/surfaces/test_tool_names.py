@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import httpx2
 import pytest
@@ -11,6 +10,7 @@ import pytest
 from signoff import Code
 from signoff.core.registry import ActionRegistry
 from signoff.core.runtime import Runtime
+from signoff.demo import MANIFESTS as DEMO_MANIFESTS
 from signoff.manifest import load_manifest_dir
 from signoff.store.memory import InMemoryStore
 from signoff.surfaces.mcp import SignoffMCP, fixed_identity, make_caller
@@ -21,7 +21,7 @@ from tests.surfaces.rawrpc import RawClient
 from tests.surfaces.support import check_output, lookup_definition, running, tool_named, world
 
 PORTABLE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
+MANIFESTS = DEMO_MANIFESTS
 EVERY_ROLE = "billing,billing-lead,auditor"
 
 

@@ -13,19 +13,20 @@ from typing import Any, TypeVar
 
 import httpx
 import pytest
-from examples.invoices.db import ensure_seeded
 from typer.testing import CliRunner
 
 from signoff import ActionProposal, Channel, Code, Principal, ProposerType
 from signoff.app import Application, Settings, build_application
 from signoff.cli import app as cli
+from signoff.demo import MANIFESTS as DEMO_MANIFESTS
+from signoff.demo.invoices.db import ensure_seeded
 from signoff.surfaces.access.jwt import JwtConfig, JwtVerifier
 from signoff.surfaces.mcp.http import BearerAuth, HttpOptions, build_http_app
 from signoff.surfaces.web import build_web
 from tests.store.conftest import run_isolated
 from tests.web.support import BASE_URL, JWT_SECRET, token, web_config
 
-MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
+MANIFESTS = DEMO_MANIFESTS
 AGENT = Principal(id="agent-1", roles=("billing",))
 runner = CliRunner()
 T = TypeVar("T")

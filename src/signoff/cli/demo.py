@@ -22,13 +22,9 @@ import typer
 
 from signoff.app import Application
 from signoff.cli.hosting import HostOption, PortOption, misconfigured, reloading, serve_application
-from signoff.cli.options import (
-    DEFAULT_DATABASE_URL,
-    DEFAULT_MANIFESTS,
-    DatabaseOption,
-    ManifestsOption,
-)
+from signoff.cli.options import DEFAULT_DATABASE_URL, DatabaseOption, ManifestsOption
 from signoff.cli.plumbing import fail
+from signoff.demo import MANIFESTS as DEMO_MANIFESTS
 from signoff.store.factory import MEMORY_URL
 from signoff.surfaces.access.jwt import JwtConfig, JwtVerifier, issue_token
 from signoff.surfaces.access.scopes import Scopes
@@ -43,7 +39,7 @@ from signoff.surfaces.mcp.serving import serve_http
 from signoff.surfaces.web import WebConfig, WebNotifications, build_web
 
 DEMO_TENANT = "demo"
-# Where the demo invoices domain (examples/invoices) keeps its own tables (its default file name).
+# Where the demo invoices domain (signoff.demo.invoices) keeps its own tables (its default file name).
 INVOICES_DB_ENV = "SIGNOFF_DEMO_INVOICES_DB"
 INVOICES_DB_DEFAULT = "demo-invoices.db"
 AGENT = ("demo-agent", ("billing",))
@@ -54,7 +50,7 @@ TOKEN_TTL_SECONDS = 7 * 24 * 3600
 def demo(
     host: HostOption = "127.0.0.1",
     port: PortOption = 8000,
-    manifests: ManifestsOption = DEFAULT_MANIFESTS,
+    manifests: ManifestsOption = str(DEMO_MANIFESTS),
     database: DatabaseOption = DEFAULT_DATABASE_URL,
     state_dir: Annotated[
         Path, typer.Option("--state-dir", help="Where the demo keeps its secret and tokens.")

@@ -48,8 +48,8 @@ def manifest_files(source: Path) -> list[Path]:
 def load_manifests(source: Path | str, *, environ: Mapping[str, str] | None = None) -> ManifestSet:
     """Load and compile every manifest under ``source`` (a directory or one file).
 
-    Hooks are imported with the manifest directory's parent on ``sys.path``, so
-    ``examples.invoices.executors:cancel_invoice`` resolves next to ``manifests/``.
+    Hooks are imported with the manifest directory's parent on ``sys.path``, so a project's
+    ``billing.executors:cancel_invoice`` resolves from ``billing/`` beside ``manifests/``.
     Raises ``ManifestErrors`` listing every problem of every file.
     """
     source = Path(source)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from examples.invoices.db import invoice, now_iso, record, recorded, transaction
 from signoff import ExecutionContext, ExecutionResult
+from signoff.demo.invoices.db import invoice, now_iso, record, recorded, transaction
 
 AMOUNT_TOLERANCE = 0.005
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from examples.invoices.db import invoice, transaction
-from examples.invoices.executors import AMOUNT_TOLERANCE
 from signoff import ExecutionContext, GuardDecision
+from signoff.demo.invoices.db import invoice, transaction
+from signoff.demo.invoices.executors import AMOUNT_TOLERANCE
 
 
 def invoice_is_open(context: ExecutionContext) -> GuardDecision:

@@ -1,1 +1,0 @@
-"""Example domain code the demo manifests point at (``examples.invoices``)."""

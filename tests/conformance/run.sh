@@ -17,7 +17,7 @@ ROOT=$(cd "$HERE/../.." && pwd)
 TOOLS=${SIGNOFF_CONFORMANCE_DIR:-$ROOT/.tools/conformance}
 SIGNOFF=${SIGNOFF_BIN:-$ROOT/.venv/bin/signoff}
 PYTHON=${PYTHON:-$ROOT/.venv/bin/python}
-MANIFESTS=${SIGNOFF_CONFORMANCE_MANIFESTS:-$ROOT/manifests}
+MANIFESTS=${SIGNOFF_CONFORMANCE_MANIFESTS:-$ROOT/src/signoff/demo/manifests}
 NODE=$TOOLS/node_modules/.bin/node
 SUITE=$TOOLS/node_modules/@modelcontextprotocol/conformance/dist/index.js
 

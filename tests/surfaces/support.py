@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx2
-import jsonschema
+import jsonschema_rs
 import mcp_types as types
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -112,7 +112,7 @@ def check_output(tool: types.Tool, result: types.CallToolResult) -> dict[str, An
     """The result's structured content, validated against the tool's advertised output schema."""
     assert tool.output_schema is not None
     assert isinstance(result.structured_content, dict)
-    jsonschema.Draft202012Validator(tool.output_schema).validate(result.structured_content)
+    jsonschema_rs.Draft202012Validator(tool.output_schema).validate(result.structured_content)
     assert len(result.content) == 1
     block = result.content[0]
     assert isinstance(block, types.TextContent)

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-import jsonschema
+import jsonschema_rs
 from mcp import Client
 
 from signoff import Code
@@ -114,7 +114,7 @@ async def test_the_typed_schema_refuses_a_succeeded_output_of_another_shape(
             "demo_act", {"invoice_id": "INV-1", "amount": 10.0, "idempotency_key": "a"}
         )
     assert tool.output_schema is not None
-    validator = jsonschema.Draft202012Validator(tool.output_schema)
+    validator = jsonschema_rs.Draft202012Validator(tool.output_schema)
     good = check_output(tool, result)
     assert validator.is_valid(good)
     assert not validator.is_valid({**good, "output": {"refund_id": "R-1"}})

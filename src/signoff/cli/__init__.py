@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import sys
+
 import typer
 
 from signoff.cli import approvals, audit, check, db, demo, limits, recover, runs, serve
+from signoff.cli.plumbing import MISCONFIGURED
+from signoff.extras import ExtraMissing
 
 app = typer.Typer(
     name="signoff",
@@ -25,4 +29,8 @@ limits.register(app)
 
 
 def main() -> None:
-    app()
+    try:
+        app()
+    except ExtraMissing as exc:  # a configured feature's extra is not installed: say which
+        print(f"{exc} [{exc.code}]", file=sys.stderr)
+        raise SystemExit(MISCONFIGURED) from None

@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from jsonschema import Draft202012Validator
+import jsonschema_rs
 from yaml.nodes import ScalarNode
 
 from signoff.core.cel_expr import CelCompileError, compile_cel
@@ -24,13 +24,24 @@ _BOUND = re.compile(
     r"\b(?:all|exists|exists_one|map|filter|bind|transformList|transformMap)\(\s*"
     r"([A-Za-z_]\w*)\s*,(?:\s*([A-Za-z_]\w*)\s*,)?"
 )
-_META = Draft202012Validator(Draft202012Validator.META_SCHEMA)
+# The Draft 2020-12 metaschema (jsonschema-rs ships it: nothing is fetched), which every input
+# and output schema must satisfy; each violation is reported at its path inside the schema.
+_META = jsonschema_rs.Draft202012Validator({"$ref": "https://json-schema.org/draft/2020-12/schema"})
+# Draft 2020-12's assertion and applicator keywords, then its annotations and identifiers: a key
+# close to one of these (``additionalProperty``) is a misspelling worth reporting.
+_VALIDATION = (
+    "$dynamicRef $ref additionalProperties allOf anyOf const contains dependentRequired "
+    "dependentSchemas enum exclusiveMaximum exclusiveMinimum format if items maxItems maxLength "
+    "maxProperties maximum minItems minLength minProperties minimum multipleOf not oneOf pattern "
+    "patternProperties prefixItems properties propertyNames required type unevaluatedItems "
+    "unevaluatedProperties uniqueItems"
+)
 _ANNOTATIONS = (
     "$schema $id $ref $defs $anchor $comment $dynamicRef $dynamicAnchor title description "
     "default examples readOnly writeOnly deprecated format contentEncoding contentMediaType "
     "contentSchema definitions"
 )
-_KEYWORDS = sorted({*_META.VALIDATORS, *_ANNOTATIONS.split()})
+_KEYWORDS = sorted({*_VALIDATION.split(), *_ANNOTATIONS.split()})
 _SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 _SCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
 _SCHEMA_VALUES = (
@@ -134,7 +145,7 @@ def check_input_schema(
     """Every metaschema violation, misspelt keywords, and the top-level ``type: object``."""
     problems = [
         document.problem(
-            (*path, *error.absolute_path),
+            (*path, *error.instance_path),
             ProblemCode.INVALID_JSON_SCHEMA,
             f"invalid JSON Schema: {error.message}",
         )

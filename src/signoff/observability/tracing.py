@@ -15,6 +15,8 @@ from collections.abc import Mapping
 
 from opentelemetry import trace
 
+from signoff.extras import require
+
 
 def tracing_wanted(environ: Mapping[str, str]) -> str | None:
     """Which exporter the environment asks for: ``otlp``, ``console`` or ``None`` (off)."""
@@ -41,6 +43,7 @@ def configure_tracing(environ: Mapping[str, str]) -> bool:
     exporter = tracing_wanted(environ)
     if exporter is None:
         return False
+    require("otel", f"OpenTelemetry traces (the {exporter} exporter, from OTEL_*)")
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import (

@@ -28,6 +28,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from signoff.extras import require
 from signoff.store.errors import UnsupportedDatabase
 
 SQLITE_BUSY_TIMEOUT_MS = 10_000
@@ -38,6 +39,8 @@ _ASYNC_DRIVERS = {
     "mysql": ("aiomysql", "asyncmy"),
     "mariadb": ("aiomysql", "asyncmy"),
 }
+# The package extra that brings each driver (the base install has SQLite's).
+_EXTRA = {"asyncpg": "postgres", "aiomysql": "mysql"}
 _DEFAULT_DRIVER = {
     "sqlite": "aiosqlite",
     "postgresql": "asyncpg",
@@ -77,6 +80,9 @@ def create_engine(url: str | URL, *, pool_size: int = 10, max_overflow: int = 30
     """An engine for ``url``. The pool bounds how many units of work run at once."""
     parsed = normalize_url(url)
     backend = parsed.get_backend_name()
+    extra = _EXTRA.get(parsed.get_driver_name())
+    if extra is not None:
+        require(extra, f"a {backend} database (--database / SIGNOFF_DATABASE_URL)")
     options: dict[str, Any] = {
         "pool_size": pool_size,
         "max_overflow": max_overflow,

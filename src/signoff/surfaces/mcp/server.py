@@ -16,8 +16,8 @@ import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import jsonschema_rs
 import mcp_types as types
-from jsonschema import Draft202012Validator
 from mcp.server.connection import Connection
 from mcp.server.context import HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
@@ -95,7 +95,7 @@ class SignoffMCP:
         self._warned: set[str] = set()
         self._builtin_tools = {tool.name: tool for tool in tools.builtin_tools()}
         self._builtin_validators = {
-            name: Draft202012Validator(tool.input_schema)
+            name: jsonschema_rs.Draft202012Validator(tool.input_schema)
             for name, tool in self._builtin_tools.items()
         }
         self._builtins: dict[str, Builtin] = {
@@ -173,10 +173,10 @@ class SignoffMCP:
         if builtin is not None:
             errors = sorted(
                 self._builtin_validators[params.name].iter_errors(arguments),
-                key=lambda e: [str(p) for p in e.absolute_path],
+                key=lambda e: [str(p) for p in e.instance_path],
             )
             if errors:
-                where = "/" + "/".join(str(p) for p in errors[0].absolute_path)
+                where = "/" + "/".join(str(p) for p in errors[0].instance_path)
                 refusal = tools.invalid_arguments(params.name, f"{where}: {errors[0].message}")
                 if params.name == tools.LIST_RUNS:
                     listing = tools.RunList(runs=[], code=refusal.code, message=refusal.message)

@@ -2,7 +2,7 @@
 
 A link is ``/approvals/links/TOKEN``, where ``TOKEN`` is 256 random bits. signoff stores only its
 SHA-256, bound to one run **at one version**, one approver identity (id, roles, tenant) and a short
-lifetime (``SIGNOFF_LINK_TTL``, 15 minutes by default).
+lifetime (``SIGNOFF_LINK_TTL_MINUTES``, 15 minutes by default).
 
 - ``GET`` only shows a confirmation page with the run's details; it never decides (link
   previewers, mail scanners and prefetchers follow GETs).

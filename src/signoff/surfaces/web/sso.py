@@ -30,14 +30,13 @@ from urllib.parse import urlencode
 
 import httpx
 import jwt
-from authlib.integrations.httpx_client import AsyncOAuth2Client
-from authlib.oauth2.rfc7636 import create_s256_code_challenge
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from signoff.core.codes import Code
 from signoff.core.runtime import Runtime
+from signoff.extras import require
 from signoff.surfaces.access.caller import IdentityError, caller_from_claims
 from signoff.surfaces.web.config import WebConfigError
 from signoff.surfaces.web.session import Sessions
@@ -74,6 +73,7 @@ class OidcConfig:
         scopes = env.get("SIGNOFF_OIDC_SCOPES") or "openid profile email"
         if "openid" not in scopes.split():
             raise WebConfigError("SIGNOFF_OIDC_SCOPES must include openid")
+        require("sso", "inbox single sign-on (SIGNOFF_OIDC_ISSUER)")
         return cls(
             issuer=issuer.rstrip("/"),
             client_id=client_id,
@@ -186,7 +186,7 @@ class SingleSignOn:
             "scope": self.config.scopes,
             "state": flow.state,
             "nonce": flow.nonce,
-            "code_challenge": create_s256_code_challenge(flow.verifier),
+            "code_challenge": _s256_challenge(flow.verifier),
             "code_challenge_method": "S256",
         }
         response = RedirectResponse(
@@ -262,6 +262,8 @@ class SingleSignOn:
         return caller, int(exp) if isinstance(exp, int | float) else None, flow.next_url
 
     async def _exchange(self, code: str, flow: _Flow) -> dict[str, Any]:
+        from authlib.integrations.httpx_client import AsyncOAuth2Client  # the sso extra
+
         meta = await self.metadata()
         try:
             async with AsyncOAuth2Client(
@@ -343,6 +345,13 @@ class SingleSignOn:
         if not isinstance(expires_at, int) or expires_at <= self._clock():
             return None
         return _Flow(str(state), str(nonce), str(verifier), str(next_url), expires_at)
+
+
+def _s256_challenge(verifier: str) -> str:
+    """PKCE's S256 code challenge, by authlib (imported here: it is the ``sso`` extra)."""
+    from authlib.oauth2.rfc7636 import create_s256_code_challenge
+
+    return str(create_s256_code_challenge(verifier))
 
 
 def _b64(data: bytes) -> str:

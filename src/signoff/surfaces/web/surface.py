@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 from mcp.server.auth.provider import TokenVerifier
@@ -21,9 +21,11 @@ from signoff.surfaces.web.inbox import Inbox, page_templates
 from signoff.surfaces.web.links import DecisionLinks
 from signoff.surfaces.web.notifiers import combined
 from signoff.surfaces.web.session import Sessions
-from signoff.surfaces.web.slack import SlackApi, SlackInteractions, SlackNotifier
 from signoff.surfaces.web.sso import SingleSignOn
 from signoff.surfaces.web.webhook import WebhookNotifier
+
+if TYPE_CHECKING:  # slack-sdk is the slack extra: imported only when Slack is configured
+    from signoff.surfaces.web.slack.interactions import SlackInteractions
 
 Lifespan = Callable[[Any], AbstractAsyncContextManager[None]]
 
@@ -123,6 +125,9 @@ class WebNotifications:
             )
             notifiers.append(self.webhook)
         if config.slack is not None:
+            from signoff.surfaces.web.slack.interactions import SlackInteractions
+            from signoff.surfaces.web.slack.messages import SlackApi, SlackNotifier
+
             api = SlackApi(config.slack, client=self.slack_client)
             slack_notifier = SlackNotifier(runtime, api, public_url=config.public_url)
             notifiers.append(slack_notifier)

@@ -15,17 +15,12 @@ The message shows what the inbox shows — action, proposer, why approval is nee
 sensitive fields masked, expiry — with every value escaped for Slack's markup (an agent cannot
 mention ``@channel`` or plant a link). Only the configured Slack API is ever called: nothing from
 an interaction payload (such as its ``response_url``) is used as an address.
+
+Only the settings are imported here: the notifier and the interactions (``messages``,
+``interactions``) need ``slack-sdk``, the ``slack`` extra, and are imported when Slack is
+configured.
 """
 
 from signoff.surfaces.web.slack.config import SlackApprover, SlackConfig, SlackConfigError
-from signoff.surfaces.web.slack.interactions import SlackInteractions
-from signoff.surfaces.web.slack.messages import SlackApi, SlackNotifier
 
-__all__ = [
-    "SlackApi",
-    "SlackApprover",
-    "SlackConfig",
-    "SlackConfigError",
-    "SlackInteractions",
-    "SlackNotifier",
-]
+__all__ = ["SlackApprover", "SlackConfig", "SlackConfigError"]

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from signoff.core.identity import Principal
+from signoff.extras import require
 from signoff.surfaces.web.config import WebConfigError
 
 
@@ -50,6 +51,7 @@ class SlackConfig:
             raise SlackConfigError(
                 "Slack needs SIGNOFF_SLACK_SIGNING_SECRET and SIGNOFF_SLACK_CHANNEL with the bot token"
             )
+        require("slack", "Slack approvals (SIGNOFF_SLACK_BOT_TOKEN)")
         return cls(
             bot_token=token,
             signing_secret=secret,

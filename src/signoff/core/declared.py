@@ -9,7 +9,7 @@ to the agent, so an answer outside it is the executor's mistake, never the agent
 - a ``SUCCEEDED`` output that does not match ``spec.output`` is ``ACTION_FAILED`` /
   ``MANUAL_REVIEW``: the effect happened, but what came back is not what was promised.
 
-The message names the code or the output path (never the value); the operator detail (the
+The message names the code (when it looks like one) or the output path (never the value); the operator detail (the
 validator's message, masked for ``sensitive`` fields) goes to the run's audit trail only. Programmatic definitions (``executor_codes=None``) and actions
 without ``spec.output`` are not checked.
 """
@@ -17,6 +17,7 @@ without ``spec.output`` are not checked.
 from __future__ import annotations
 
 from signoff.core.codes import Code, ExecutionStatus
+from signoff.core.disclosure import code_name, redact
 from signoff.core.registry import CompiledAction, output_mismatch
 from signoff.core.results import ExecutionResult, GuardDecision
 
@@ -30,9 +31,9 @@ def checked_result(action: CompiledAction, result: ExecutionResult) -> Execution
     if not _declared(action, result.code):
         return ExecutionResult.manual_review_failure(
             Code.ACTION_FAILED,
-            f"The executor answered with {result.code}, which this action does not declare; "
-            "its effect may have happened.",
-        ).model_copy(update={"detail": f"undeclared code {result.code}: {result.message}"})
+            f"The executor answered with {code_name(result.code)}, which this action does not "
+            "declare; its effect may have happened.",
+        ).model_copy(update={"detail": redact(f"undeclared code {result.code}: {result.message}")})
     if result.status is ExecutionStatus.SUCCEEDED and action.output_validator is not None:
         mismatch = output_mismatch(action, result.output if result.output is not None else {})
         if mismatch is not None:
@@ -51,6 +52,6 @@ def checked_decision(action: CompiledAction, decision: GuardDecision) -> GuardDe
         return decision
     return GuardDecision.deny(
         Code.PRE_EXECUTION_DENIED,
-        f"The pre-execution check answered with {decision.code}, which this action does not "
-        "declare.",
-    )
+        f"The pre-execution check answered with {code_name(decision.code)}, which this action "
+        "does not declare.",
+    ).model_copy(update={"detail": redact(f"undeclared code {decision.code}: {decision.message}")})

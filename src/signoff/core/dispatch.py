@@ -15,7 +15,7 @@ from typing import Any
 from signoff.core.codes import Code, ExecutionStatus
 from signoff.core.declared import checked_decision, checked_result
 from signoff.core.definition import Hook
-from signoff.core.disclosure import exception_detail
+from signoff.core.disclosure import raised, screened, screened_decision, told
 from signoff.core.registry import CompiledAction
 from signoff.core.results import ExecutionContext, ExecutionResult, GuardDecision
 from signoff.core.run import ActionRun
@@ -62,18 +62,31 @@ async def run_guard(action: CompiledAction, context: ExecutionContext) -> GuardD
         return GuardDecision.allow()
     try:
         decision = await call_hook(guard, context)
-    except Exception:
-        log.exception("run %s: the pre-execution guard raised", context.run_id)
-        return GuardDecision.deny(Code.PRE_EXECUTION_DENIED, "The pre-execution check failed.")
+    except Exception as exc:
+        detail = raised("guard", exc)
+        log.warning("run %s: the pre-execution guard failed: %s", context.run_id, detail)
+        return GuardDecision.deny(
+            Code.PRE_EXECUTION_DENIED, told(Code.PRE_EXECUTION_DENIED)
+        ).model_copy(update={"detail": detail})
     if isinstance(decision, GuardDecision):
-        return checked_decision(action, decision)
+        return screened_decision(action, checked_decision(action, decision))
     if decision is True:
         return GuardDecision.allow()
-    return GuardDecision.deny(Code.PRE_EXECUTION_DENIED, "guard returned no GuardDecision")
+    return GuardDecision.deny(
+        Code.PRE_EXECUTION_DENIED, told(Code.PRE_EXECUTION_DENIED)
+    ).model_copy(
+        update={"detail": f"guard returned {type(decision).__name__}, not a GuardDecision"}
+    )
 
 
 def normalize_result(action: CompiledAction, value: Any) -> ExecutionResult:
-    """Turn what an executor returned into a result; domain codes take the manifest's mapping."""
+    """Turn what an executor (or a completion, or a preview) answered into a result: domain codes
+    take the manifest's mapping, the code and output are checked against what the action
+    declares, and the message is screened (``disclosure``) before anyone can store or read it."""
+    return screened(action, _normalized(action, value))
+
+
+def _normalized(action: CompiledAction, value: Any) -> ExecutionResult:
     if value is None:
         return ExecutionResult.succeeded({})
     if isinstance(value, ExecutionResult):
@@ -82,8 +95,12 @@ def normalize_result(action: CompiledAction, value: Any) -> ExecutionResult:
         result = ExecutionResult.succeeded(value)
     else:
         return ExecutionResult.manual_review_failure(
-            Code.ACTION_FAILED,
-            f"executor returned {type(value).__name__}, expected a JSON object or ExecutionResult",
+            Code.ACTION_FAILED, told(Code.ACTION_FAILED)
+        ).model_copy(
+            update={
+                "detail": f"executor returned {type(value).__name__}, "
+                "expected a JSON object or ExecutionResult"
+            }
         )
     if result.status not in (ExecutionStatus.SUCCEEDED, ExecutionStatus.FAILED):
         return ExecutionResult.manual_review_failure(
@@ -122,9 +139,8 @@ async def run_executor(action: CompiledAction, context: ExecutionContext) -> Exe
         )
     except Exception as exc:
         return ExecutionResult.manual_review_failure(
-            Code.ACTION_EXECUTION_EXCEPTION,
-            "The executor failed; the side effect may have happened.",
-        ).model_copy(update={"detail": exception_detail(exc)})
+            Code.ACTION_EXECUTION_EXCEPTION, told(Code.ACTION_EXECUTION_EXCEPTION)
+        ).model_copy(update={"detail": raised("executor", exc)})
     return normalize_result(action, value)
 
 

@@ -23,8 +23,9 @@ from datetime import datetime
 from signoff.core.answers import outcome_of
 from signoff.core.audit_events import AuditKind
 from signoff.core.clock import new_token
-from signoff.core.codes import Code
+from signoff.core.codes import Code, ExecutionStatus
 from signoff.core.definition import ExecutorMode
+from signoff.core.disclosure import raised, told
 from signoff.core.dispatch import (
     AsyncLane,
     call_hook,
@@ -137,7 +138,9 @@ class Dispatcher:
             guard = await run_guard(action, context)
             guarding.set(allowed=guard.allowed)
         if not guard.allowed:
-            result = ExecutionResult.denied(guard.code, guard.message or "Refused by the guard.")
+            result = ExecutionResult.denied(
+                guard.code, guard.message or told(guard.code, action, ExecutionStatus.DENIED)
+            ).model_copy(update={"detail": guard.detail})
             with observe("record", run.run_id, action.id) as recording:
                 recording.set(code=result.code)
                 return await self._ledger.finish(run, result, AuditKind.GUARD_DENIED)
@@ -152,17 +155,15 @@ class Dispatcher:
         (``retry.py``); every retried attempt is audited before its wait."""
 
         async def audit_retry(attempt: int, result: ExecutionResult, wait: float) -> None:
-            await self._ledger.note(
-                run,
-                AuditKind.ATTEMPT_FAILED,
-                code=result.code,
-                data={
-                    "attempt": attempt,
-                    "operation_id": context.operation_id,
-                    "possibly_applied": result.possibly_applied,
-                    "retry_in_seconds": round(wait, 3),
-                },
-            )
+            data: dict[str, object] = {
+                "attempt": attempt,
+                "operation_id": context.operation_id,
+                "possibly_applied": result.possibly_applied,
+                "retry_in_seconds": round(wait, 3),
+            }
+            if result.detail:  # already redacted, like a final result's
+                data["detail"] = result.detail
+            await self._ledger.note(run, AuditKind.ATTEMPT_FAILED, code=result.code, data=data)
 
         observe = self._observer.stage
         with observe("execute", run.run_id, action.id) as executing:
@@ -178,8 +179,8 @@ class Dispatcher:
             receipt = await call_hook(action.definition.executor, context_for(run))
         except Exception as exc:
             failure = ExecutionResult.manual_review_failure(
-                Code.ACTION_EXECUTION_EXCEPTION, f"dispatch raised {type(exc).__name__}: {exc}"
-            )
+                Code.ACTION_EXECUTION_EXCEPTION, told(Code.ACTION_EXECUTION_EXCEPTION)
+            ).model_copy(update={"detail": raised("dispatch", exc)})
             return await self._ledger.finish(run, failure, AuditKind.EXECUTED)
         if isinstance(receipt, ExecutionResult):
             # The executor answered with a final result at once: no external wait.

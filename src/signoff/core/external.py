@@ -17,6 +17,7 @@ from signoff.core.answers import outcome_of
 from signoff.core.audit_events import Actor, AuditKind
 from signoff.core.codes import Code, ExecutionStatus, RetryDisposition
 from signoff.core.definition import ExecutorMode, OrphanPolicy
+from signoff.core.disclosure import raised, redact, told
 from signoff.core.dispatch import call_hook, context_for, normalize_result
 from signoff.core.ledger import MAX_CAS_ATTEMPTS, RunLedger
 from signoff.core.ports import Clock
@@ -89,21 +90,21 @@ class External:
                 retry=RetryDisposition.MANUAL_REVIEW,
             )
         else:
+            problem: str | None = None
             try:
                 answer: Any = await call_hook(hook, context_for(run))
-                stopped = answer is not False and not (
-                    isinstance(answer, ExecutionResult) and answer.status is ExecutionStatus.FAILED
-                )
-            except Exception:
-                stopped = False
+            except Exception as exc:
+                problem = raised("cancel hook", exc)
+            else:
+                problem = _not_stopped(answer)
             result = (
                 ExecutionResult.cancelled(message=f"Cancelled by {actor}.")
-                if stopped
+                if problem is None
                 else ExecutionResult.cancelled(
                     Code.ACTION_CANCELLED_EXTERNAL_CANCEL_FAILED,
-                    "Cancelled, but the external system did not confirm; review it.",
+                    told(Code.ACTION_CANCELLED_EXTERNAL_CANCEL_FAILED),
                     retry=RetryDisposition.MANUAL_REVIEW,
-                )
+                ).model_copy(update={"detail": problem})
             )
         return await self._ledger.terminal(
             run, result, AuditKind.CANCELLED, actor=actor, data={"previous": str(run.status)}
@@ -131,3 +132,12 @@ class External:
                 )
             handled += outcome is not None
         return handled
+
+
+def _not_stopped(answer: Any) -> str | None:
+    """Why a cancel hook's answer does not confirm the stop (operator detail), or ``None``."""
+    if answer is False:
+        return "cancel hook answered False"
+    if isinstance(answer, ExecutionResult) and answer.status is ExecutionStatus.FAILED:
+        return redact(f"cancel hook answered {answer.code}: {answer.message}")
+    return None

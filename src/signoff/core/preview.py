@@ -13,6 +13,7 @@ import json
 from datetime import datetime
 
 from signoff.core.codes import Code, ExecutionStatus
+from signoff.core.disclosure import raised, told
 from signoff.core.dispatch import call_hook, normalize_result
 from signoff.core.proposal import canonical_hash
 from signoff.core.registry import CompiledAction
@@ -46,8 +47,8 @@ async def run_preview(
     try:
         value = await call_hook(hook, context)
     except Exception as exc:
-        return _failed("The preview failed; nobody was asked to approve.").model_copy(
-            update={"detail": f"preview raised {type(exc).__name__}"}
+        return _failed(told(Code.PREVIEW_FAILED)).model_copy(
+            update={"detail": raised("preview", exc)}
         )
     if isinstance(value, ExecutionResult):
         result = normalize_result(action, value)

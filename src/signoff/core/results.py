@@ -130,6 +130,9 @@ class GuardDecision(BaseModel):
     allowed: bool
     code: str = Code.PRE_EXECUTION_DENIED
     message: str = ""
+    detail: str | None = Field(default=None, exclude=True, repr=False)
+    """Operator detail (what the guard raised or said beyond a plain sentence): written to the
+    run's audit trail only, like ``ExecutionResult.detail``."""
 
     @classmethod
     def allow(cls) -> GuardDecision:

@@ -33,6 +33,7 @@ from typing import Any, Final
 import httpx
 
 from signoff.core.codes import RetryDisposition
+from signoff.core.disclosure import redact
 from signoff.core.results import ExecutionResult
 from signoff.executors.http.template import ABSENT, Reference, render
 
@@ -71,8 +72,21 @@ class ResponseSpec:
     def classify(self, response: httpx.Response, content: bytes | None) -> ExecutionResult:
         """``content`` is the body as read, or ``None`` when it was over ``max_bytes``."""
         status = response.status_code
+        result = self._classified(response, content)
+        # The reason phrase is the upstream's text: the agent reads the standard one, the
+        # operator (audit trail) what the upstream sent when it differs.
+        phrase = response.reason_phrase
+        if phrase and phrase != httpx.codes.get_reason_phrase(status):
+            note = redact(f"upstream reason phrase: {phrase}")
+            result = result.model_copy(
+                update={"detail": f"{result.detail}; {note}" if result.detail else note}
+            )
+        return result
+
+    def _classified(self, response: httpx.Response, content: bytes | None) -> ExecutionResult:
+        status = response.status_code
         detail: dict[str, Any] = {"http_status": status}
-        message = f"HTTP {status} {response.reason_phrase}".strip()
+        message = f"HTTP {status} {httpx.codes.get_reason_phrase(status)}".strip()
         if content is None:
             return ExecutionResult.manual_review_failure(
                 "HTTP_RESPONSE_TOO_LARGE",

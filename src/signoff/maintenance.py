@@ -1,7 +1,8 @@
 """The server's housekeeping loop: keep this incarnation's heartbeat fresh, expire overdue
 approvals, apply orphan policies, recover RUNNING runs whose holder died, forget completed
-duplicate entries past their retention, and sign checkpoints of the audit chain heads every
-``checkpoint_every`` seconds when an audit key ring is configured (``SIGNOFF_AUDIT_KEYS``).
+duplicate entries past their retention, and sign a checkpoint round of the audit chain heads
+every ``checkpoint_every`` seconds when an audit key ring is configured (``SIGNOFF_AUDIT_KEYS``;
+an instance that finds the round taken by another one signs nothing until its next turn).
 Every server (stdio and HTTP) runs it: ``start_application`` starts it, ``Application.close``
 stops it.
 
@@ -129,9 +130,11 @@ class Maintenance:
             self.checkpoint_every
         ):
             return 0
-        made = await checkpoint_heads(self.store, keys, now)
+        outcome = await checkpoint_heads(self.store, keys, now)
         self._last_checkpoint = now
-        return len(made)
+        if outcome.lost is not None:
+            log.info("another instance checkpointed round %d at the same time", outcome.lost)
+        return len(outcome.checkpoints)
 
     async def run(self) -> None:
         try:

@@ -7,12 +7,13 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 from typer.testing import CliRunner
 
 from signoff.cli import app
-from tests.cli.test_audit_tamper import populate, url
+from tests.cli.test_audit_tamper import populate, populate_more, url
 
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
@@ -88,3 +89,107 @@ def test_the_documented_rule_finds_an_edited_and_a_deleted_event(tmp_path: Path)
     done = run_script(script, export(deleted, tmp_path / "deleted.jsonl"))
     assert done.returncode != 0
     assert "chain jumps" in done.stderr
+
+
+def signed_rounds(tmp_path: Path, count: int) -> tuple[Path, Path, str]:
+    """A trail with ``count`` rounds signed by an Ed25519 key; the database, the script and the
+    public key argument."""
+    db = tmp_path / "signoff.db"
+    populate(db)
+    made = runner.invoke(app, ["audit", "keygen", "k1", "--dir", str(tmp_path)])
+    ring = tmp_path / "ring.yaml"
+    ring.write_text(f"signing_key: k1\nkeys:\n{made.stdout}")
+    for number in range(1, count + 1):
+        if number > 1:
+            populate_more(db)
+        signed = runner.invoke(
+            app, ["audit", "checkpoint", "--database", url(db), "--keys", str(ring)]
+        )
+        assert f"in round {number}" in signed.stdout, signed.output
+    return db, doc_script(tmp_path), f"k1={tmp_path / 'k1.pub.pem'}"
+
+
+def tampered(db: Path, tmp_path: Path, name: str, *statements: str) -> Path:
+    target = tmp_path / f"{name}.db"
+    shutil.copy(db, target)
+    with sqlite3.connect(target) as raw:
+        for statement in statements:
+            raw.execute(statement)
+    return export(target, tmp_path / f"{name}.jsonl")
+
+
+def test_the_documented_rule_checks_rounds_and_names_the_latest_for_next_time(
+    tmp_path: Path,
+) -> None:
+    db, script, key = signed_rounds(tmp_path, 3)
+    done = run_script(script, export(db, tmp_path / "e.jsonl"), key)
+    assert done.returncode == 0, done.stderr
+    with closing(sqlite3.connect(db)) as raw:
+        [(latest,)] = raw.execute("SELECT hash FROM signoff_audit_rounds WHERE round = 3")
+    assert done.stdout.strip().endswith(f"in 2 chains; latest round 3:{latest}")
+    again = run_script(script, export(db, tmp_path / "e2.jsonl"), key, f"--anchor=3:{latest}")
+    assert again.returncode == 0, again.stderr
+
+
+def test_the_documented_rule_finds_a_tenant_deleted_whole_behind_a_round(tmp_path: Path) -> None:
+    db, script, key = signed_rounds(tmp_path, 2)
+    gone = tampered(
+        db,
+        tmp_path,
+        "gone",
+        *(
+            f"DELETE FROM {table} WHERE tenant_id = 'other'"
+            for table in (
+                "signoff_audit_events",
+                "signoff_audit_heads",
+                "signoff_audit_checkpoints",
+                "signoff_runs",
+            )
+        ),
+    )
+    done = run_script(script, gone, key)
+    assert done.returncode != 0
+    assert "tenant 'other' signed at #" in done.stderr and "is missing" in done.stderr
+
+
+def test_the_documented_rule_finds_a_deleted_round_and_a_deleted_checkpoint(
+    tmp_path: Path,
+) -> None:
+    db, script, key = signed_rounds(tmp_path, 3)
+    done = run_script(
+        script,
+        tampered(db, tmp_path, "round", "DELETE FROM signoff_audit_rounds WHERE round = 2"),
+        key,
+    )
+    assert done.returncode != 0
+    assert "round 3 follows round 1" in done.stderr
+    done = run_script(
+        script,
+        tampered(
+            db, tmp_path, "checkpoint", "DELETE FROM signoff_audit_checkpoints WHERE round = 2"
+        ),
+        key,
+    )
+    assert done.returncode != 0
+    assert "its checkpoint was deleted" in done.stderr
+
+
+def test_rounds_deleted_from_the_end_are_found_only_against_a_round_held_elsewhere(
+    tmp_path: Path,
+) -> None:
+    """The store alone cannot tell its last round from a truncated one: an anchor can."""
+    db, script, key = signed_rounds(tmp_path, 3)
+    held = run_script(script, export(db, tmp_path / "before.jsonl"), key)
+    anchor = held.stdout.strip().rsplit("latest round ", 1)[1]
+    assert anchor.startswith("3:")
+    cut = tampered(
+        db,
+        tmp_path,
+        "cut",
+        "DELETE FROM signoff_audit_rounds WHERE round = 3",
+        "DELETE FROM signoff_audit_checkpoints WHERE round = 3",
+    )
+    assert run_script(script, cut, key).returncode == 0  # consistent on its own
+    done = run_script(script, cut, key, f"--anchor={anchor}")
+    assert done.returncode != 0
+    assert "round 3 is not the one you hold" in done.stderr

@@ -399,3 +399,41 @@ def test_a_run_input_changed_after_its_approval_no_longer_matches_the_approved_d
     lines = [line for line in err.splitlines() if line.startswith(f"run {runs['quorum']}:")]
     assert len(lines) == 2, err  # both approvers
     assert "the approval by lead-1" in err and "but the call dispatched is" in err
+
+
+def test_a_tenant_deleted_whole_behind_a_round_is_named(copy: Copy, tmp_path: Path) -> None:
+    """Events, head, checkpoints and runs of tenant other gone: each chain left is consistent."""
+    db, _ = copy
+    ring = write_hmac_ring(tmp_path, "k1", signing="k1")
+    done = runner.invoke(app, ["audit", "checkpoint", "--database", url(db), "--keys", str(ring)])
+    assert done.exit_code == 0, done.output
+    assert "2 checkpoints signed with key 'k1' in round 1" in done.stdout
+    [(number,)] = sql(db, "SELECT chain_seq FROM signoff_audit_heads WHERE tenant_id = 'other'")
+    for table in (
+        "signoff_audit_events",
+        "signoff_audit_heads",
+        "signoff_audit_checkpoints",
+        "signoff_runs",
+        "signoff_duplicates",
+    ):
+        sql(db, f"DELETE FROM {table} WHERE tenant_id = 'other'")
+    code, _, err = verify(db, "--keys", str(ring))
+    assert code == 1
+    assert "[AUDIT_INCONSISTENT]" in err
+    assert first_bad(err) == (
+        f"first bad: tenant 'other': signed at #{number} in round 1 is missing: its events, "
+        "chain head and checkpoints were deleted"
+    )
+
+
+def test_a_checkpoint_run_with_nothing_moved_writes_no_round(copy: Copy, tmp_path: Path) -> None:
+    db, _ = copy
+    ring = write_hmac_ring(tmp_path, "k1", signing="k1")
+    checkpoint = ["audit", "checkpoint", "--database", url(db), "--keys", str(ring)]
+    assert runner.invoke(app, checkpoint).exit_code == 0
+    again = runner.invoke(app, checkpoint)
+    assert again.exit_code == 0
+    assert again.stdout.strip() == "0 checkpoints signed with key 'k1'"
+    assert sql(db, "SELECT round FROM signoff_audit_rounds") == [(1,)]
+    code, out, _ = verify(db, "--keys", str(ring))
+    assert code == 0 and "2 checkpoints in 1 rounds" in out

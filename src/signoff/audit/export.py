@@ -1,4 +1,4 @@
-"""``signoff audit export``: events with their hashes, then checkpoints, as JSON lines.
+"""``signoff audit export``: events with their hashes, then checkpoints, then rounds, as JSON lines.
 
 Events come in ``seq`` order, so an export can resume after the last ``seq`` it wrote
 (``--after-seq``). Each line is one of::
@@ -6,7 +6,11 @@ Events come in ``seq`` order, so an export can resume after the last ``seq`` it 
     {"type": "event", "seq", "tenant_id", "chain_seq", "prev_hash", "hash", "pre_chain",
      "run_id", "kind", "at", "actor", "status", "code", "data"}
     {"type": "checkpoint", "id", "tenant_id", "chain_seq", "head_hash", "at", "key_id",
-     "algorithm", "signature"}
+     "algorithm", "signature", "round"}
+    {"type": "round", "round", "prev_hash", "hash", "heads", "at", "key_id", "algorithm",
+     "signature"}
+
+Rounds come in number order and list every tenant, so a ``--tenant`` export leaves them out.
 
 ``at`` is written exactly as it is hashed (``core/chain.timestamp``), so a line is verifiable
 as it stands (``docs/audit.md``).
@@ -19,10 +23,11 @@ from datetime import datetime
 from typing import Any
 
 from signoff.audit.checkpoints import all_checkpoints
-from signoff.core.chain import event_content, timestamp
-from signoff.core.ports import AuditEvent, Checkpoint, Store
+from signoff.core.chain import event_content, round_heads, timestamp
+from signoff.core.ports import AuditEvent, Checkpoint, CheckpointRound, Store
 
 PAGE = 500
+ROUND_PAGE = 50
 
 
 def event_line(event: AuditEvent) -> dict[str, Any]:
@@ -49,6 +54,21 @@ def checkpoint_line(checkpoint: Checkpoint) -> dict[str, Any]:
         "key_id": checkpoint.key_id,
         "algorithm": checkpoint.algorithm,
         "signature": checkpoint.signature,
+        "round": checkpoint.round,
+    }
+
+
+def round_line(checkpoint_round: CheckpointRound) -> dict[str, Any]:
+    return {
+        "type": "round",
+        "round": checkpoint_round.round,
+        "prev_hash": checkpoint_round.prev_hash,
+        "hash": checkpoint_round.hash,
+        "heads": round_heads(checkpoint_round.heads),
+        "at": timestamp(checkpoint_round.at),
+        "key_id": checkpoint_round.key_id,
+        "algorithm": checkpoint_round.algorithm,
+        "signature": checkpoint_round.signature,
     }
 
 
@@ -61,7 +81,8 @@ async def export_lines(
     until: datetime | None = None,
     checkpoints: bool = True,
 ) -> AsyncIterator[dict[str, Any]]:
-    """Every matching event (``since <= at < until``), page by page, then the checkpoints."""
+    """Every matching event (``since <= at < until``), page by page, then the checkpoints, then
+    (without ``tenant_id``) the rounds."""
     after = after_seq
     while True:
         async with store.unit() as unit:
@@ -78,3 +99,16 @@ async def export_lines(
                 until is None or checkpoint.at < until
             ):
                 yield checkpoint_line(checkpoint)
+    if checkpoints and tenant_id is None:
+        after_round = 0
+        while True:
+            async with store.unit() as unit:
+                rounds = await unit.audit.rounds(after_round=after_round, limit=ROUND_PAGE)
+            for checkpoint_round in rounds:
+                after_round = checkpoint_round.round
+                if (since is None or checkpoint_round.at >= since) and (
+                    until is None or checkpoint_round.at < until
+                ):
+                    yield round_line(checkpoint_round)
+            if len(rounds) < ROUND_PAGE:
+                break

@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from signoff.audit.checkpoints import checkpoint_heads
+from signoff.audit.checkpoints import RoundOutcome, checkpoint_heads
 from signoff.audit.export import export_lines
 from signoff.audit.keys import ENV, KeyRing, KeyRingError, generate_ed25519
 from signoff.audit.verify import VerifyReport, verify_trail
@@ -119,14 +119,13 @@ def register(app: typer.Typer) -> None:
                 "AUDIT_INCONSISTENT",
             )
         note = ""
-        if report.unverified_checkpoints:
-            note = (
-                f"; {report.unverified_checkpoints} checkpoint signatures not checked (no --keys)"
-            )
+        unverified = report.unverified_checkpoints + report.unverified_rounds
+        if unverified:
+            note = f"; {unverified} checkpoint signatures not checked (no --keys)"
         typer.echo(
             f"audit trail consistent for {report.runs} runs: {report.events} events in "
             f"{report.tenants} chains ({report.pre_chain} pre-chain), "
-            f"{report.checkpoints} checkpoints{note}"
+            f"{report.checkpoints} checkpoints in {report.rounds} rounds{note}"
         )
 
     @audit.command("checkpoint")
@@ -135,7 +134,7 @@ def register(app: typer.Typer) -> None:
         tenant: TenantOption = None,
         keys: KeysOption = None,
     ) -> None:
-        """Sign and store a checkpoint of every chain head that moved since its last one."""
+        """Sign a checkpoint of every chain head that moved since its last one, as one round."""
         ring = load_keys(keys)
         if ring is None or ring.signing_key is None:
             fail(
@@ -143,14 +142,24 @@ def register(app: typer.Typer) -> None:
                 "AUDIT_KEYS_MISSING",
             )
 
-        async def work() -> int:
+        async def work() -> RoundOutcome:
             store = await open_existing(database)
             try:
-                return len(await checkpoint_heads(store, ring, datetime.now(UTC), tenant))
+                return await checkpoint_heads(store, ring, datetime.now(UTC), tenant)
             finally:
                 await store.close()
 
-        typer.echo(f"{run(work())} checkpoints signed with key {ring.signing_key!r}")
+        outcome = run(work())
+        if outcome.lost is not None:
+            typer.echo(
+                f"someone else checkpointed round {outcome.lost} at the same time; "
+                "nothing signed here"
+            )
+            return
+        where = f" in round {outcome.round}" if outcome.round is not None else ""
+        typer.echo(
+            f"{len(outcome.checkpoints)} checkpoints signed with key {ring.signing_key!r}{where}"
+        )
 
     @audit.command("keygen")
     def keygen(

@@ -13,7 +13,9 @@ JSON and hashed as stored; ``chain_safe`` makes it representable in RFC 8785 bef
 exactly what anybody reads back. ``docs/audit.md`` is the auditor's version of this page.
 
 Stores call ``link`` under their own concurrency control (one chain head per tenant), so the
-hashing rule lives here, once, and the stores only decide the order.
+hashing rule lives here, once, and the stores only decide the order. So do the bytes a
+checkpoint's signature covers (``checkpoint_message``) and a checkpoint round's
+(``round_message``, whose SHA-256 is the round's hash: ``audit/checkpoints.py``).
 """
 
 from __future__ import annotations
@@ -188,18 +190,59 @@ def by_tenant(events: Sequence[AuditEvent]) -> list[tuple[str, list[AuditEvent]]
 
 
 CHECKPOINT_FORMAT = "signoff.checkpoint.v1"
+CHECKPOINT_FORMAT_V2 = "signoff.checkpoint.v2"
+ROUND_FORMAT = "signoff.round.v1"
 
 
 def checkpoint_message(
-    tenant_id: str, chain_seq: int, head_hash: str, at: datetime, key_id: str, algorithm: str
+    tenant_id: str,
+    chain_seq: int,
+    head_hash: str,
+    at: datetime,
+    key_id: str,
+    algorithm: str,
+    round: int | None = None,
 ) -> bytes:
-    """The bytes a checkpoint's signature covers (RFC 8785 canonical JSON)."""
+    """The bytes a checkpoint's signature covers (RFC 8785 canonical JSON).
+
+    A checkpoint signed in a round (``round``, from 1) is ``signoff.checkpoint.v2`` and names
+    its round; one signed before rounds existed (``None``) is ``signoff.checkpoint.v1``.
+    """
+    body: dict[str, Any] = {
+        "format": CHECKPOINT_FORMAT if round is None else CHECKPOINT_FORMAT_V2,
+        "tenant_id": tenant_id,
+        "chain_seq": chain_seq,
+        "head_hash": head_hash,
+        "at": timestamp(at),
+        "key_id": key_id,
+        "algorithm": algorithm,
+    }
+    if round is not None:
+        body["round"] = round
+    return canonical_json(body)
+
+
+def round_heads(heads: Sequence[ChainHead]) -> dict[str, dict[str, Any]]:
+    """A round's listing as JSON: ``{tenant: {"chain_seq", "head_hash"}}`` (what is stored)."""
+    return {h.tenant_id: {"chain_seq": h.chain_seq, "head_hash": h.hash} for h in heads}
+
+
+def round_message(
+    round: int,
+    prev_hash: str,
+    heads: Sequence[ChainHead],
+    at: datetime,
+    key_id: str,
+    algorithm: str,
+) -> bytes:
+    """The bytes a round's signature covers; their SHA-256 is the round's hash, which the next
+    round names as ``prev_hash`` (64 zeros for round 1), so the rounds form one chain."""
     return canonical_json(
         {
-            "format": CHECKPOINT_FORMAT,
-            "tenant_id": tenant_id,
-            "chain_seq": chain_seq,
-            "head_hash": head_hash,
+            "format": ROUND_FORMAT,
+            "round": round,
+            "prev_hash": prev_hash,
+            "heads": round_heads(heads),
             "at": timestamp(at),
             "key_id": key_id,
             "algorithm": algorithm,

@@ -95,6 +95,23 @@ class Checkpoint:
     algorithm: str
     signature: str
     id: int | None = None
+    round: int | None = None  # the round it was signed in; None: before rounds (v1)
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointRound:
+    """One checkpoint run, signed as a whole (``audit/checkpoints.py``): every tenant's latest
+    checkpointed head as of round ``round`` (1, 2, 3 ... store-wide), chained to the round
+    before by ``prev_hash``. ``hash`` is the SHA-256 of what the signature covers."""
+
+    round: int
+    prev_hash: str
+    heads: tuple[ChainHead, ...]
+    at: datetime
+    key_id: str
+    algorithm: str
+    signature: str
+    hash: str
 
 
 class RunStore(Protocol):
@@ -158,12 +175,29 @@ class AuditLog(Protocol):
         """Events up to this ``seq`` were written before the chain existed (0: none)."""
         ...
 
-    async def add_checkpoint(self, checkpoint: Checkpoint) -> None: ...
+    async def add_checkpoint(self, checkpoint: Checkpoint) -> None:
+        """Store one checkpoint outside any round (how checkpoints were stored before rounds;
+        signing goes through ``add_round``)."""
+        ...
+
     async def checkpoints(
         self, tenant_id: str | None = None, after_id: int = 0, limit: int = 500
     ) -> list[Checkpoint]:
         """Stored checkpoints with ``id > after_id``, oldest first."""
         ...
+
+    async def add_round(
+        self, checkpoint_round: CheckpointRound, checkpoints: Sequence[Checkpoint]
+    ) -> bool:
+        """Store a round and the checkpoints signed in it together; ``False`` (nothing
+        stored) when that round number is already taken: the store's unique key decides."""
+        ...
+
+    async def rounds(self, after_round: int = 0, limit: int = 100) -> list[CheckpointRound]:
+        """Stored rounds numbered above ``after_round``, in increasing number."""
+        ...
+
+    async def latest_round(self) -> CheckpointRound | None: ...
 
 
 class Liveness(StrEnum):

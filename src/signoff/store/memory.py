@@ -25,6 +25,7 @@ from signoff.core.ports import (
     AuditEvent,
     ChainHead,
     Checkpoint,
+    CheckpointRound,
     DuplicateEntry,
     DuplicateState,
     Liveness,
@@ -219,6 +220,7 @@ class InMemoryAuditLog:
         self._by_run: dict[str, list[AuditEvent]] = {}
         self._heads: dict[str, ChainHead] = {}
         self._checkpoints: list[Checkpoint] = []
+        self._rounds: dict[int, CheckpointRound] = {}
 
     async def append(self, events: Sequence[AuditEvent]) -> None:
         with self._lock:
@@ -266,6 +268,26 @@ class InMemoryAuditLog:
                 if tenant_id is None or c.tenant_id == tenant_id
             ]
         return found[: max(limit, 0)]
+
+    async def add_round(
+        self, checkpoint_round: CheckpointRound, checkpoints: Sequence[Checkpoint]
+    ) -> bool:
+        with self._lock:
+            if checkpoint_round.round in self._rounds:
+                return False
+            self._rounds[checkpoint_round.round] = checkpoint_round
+            for checkpoint in checkpoints:
+                self._checkpoints.append(replace(checkpoint, id=len(self._checkpoints) + 1))
+            return True
+
+    async def rounds(self, after_round: int = 0, limit: int = 100) -> list[CheckpointRound]:
+        with self._lock:
+            numbers = sorted(n for n in self._rounds if n > after_round)[: max(limit, 0)]
+            return [self._rounds[n] for n in numbers]
+
+    async def latest_round(self) -> CheckpointRound | None:
+        with self._lock:
+            return self._rounds[max(self._rounds)] if self._rounds else None
 
 
 class InMemoryWorkerRegistry:

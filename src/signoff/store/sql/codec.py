@@ -11,7 +11,15 @@ from typing import Any
 
 from pydantic_core import from_json, to_json
 
-from signoff.core.ports import AuditEvent, Checkpoint, DuplicateEntry, DuplicateState
+from signoff.core.chain import round_heads
+from signoff.core.ports import (
+    AuditEvent,
+    ChainHead,
+    Checkpoint,
+    CheckpointRound,
+    DuplicateEntry,
+    DuplicateState,
+)
 from signoff.core.results import ExecutionResult
 from signoff.core.run import ActionRun, DuplicateScope
 
@@ -138,6 +146,7 @@ def checkpoint_values(checkpoint: Checkpoint) -> dict[str, Any]:
         "key_id": checkpoint.key_id,
         "algorithm": checkpoint.algorithm,
         "signature": checkpoint.signature,
+        "round": checkpoint.round,
     }
 
 
@@ -151,4 +160,49 @@ def checkpoint_from_row(row: Mapping[Any, Any]) -> Checkpoint:
         algorithm=row["algorithm"],
         signature=row["signature"],
         id=row["id"],
+        round=row["round"],
     )
+
+
+def round_values(checkpoint_round: CheckpointRound) -> dict[str, Any]:
+    return {
+        "round": checkpoint_round.round,
+        "prev_hash": checkpoint_round.prev_hash,
+        "hash": checkpoint_round.hash,
+        "heads": json.dumps(
+            round_heads(checkpoint_round.heads), ensure_ascii=False, separators=(",", ":")
+        ),
+        "at": checkpoint_round.at,
+        "key_id": checkpoint_round.key_id,
+        "algorithm": checkpoint_round.algorithm,
+        "signature": checkpoint_round.signature,
+    }
+
+
+def round_from_row(row: Mapping[Any, Any], heads: tuple[ChainHead, ...]) -> CheckpointRound:
+    return CheckpointRound(
+        round=int(row["round"]),
+        prev_hash=row["prev_hash"],
+        heads=heads,
+        at=row["at"],
+        key_id=row["key_id"],
+        algorithm=row["algorithm"],
+        signature=row["signature"],
+        hash=row["hash"],
+    )
+
+
+def round_heads_from_json(text: str) -> tuple[ChainHead, ...]:
+    """A stored listing back as heads sorted by tenant; ``ValueError`` if it is not one."""
+    value = from_json(text)
+    if not isinstance(value, dict):
+        raise ValueError("a round's heads must be a JSON object")
+    heads: list[ChainHead] = []
+    for tenant_id, head in value.items():
+        if not isinstance(head, dict) or set(head) != {"chain_seq", "head_hash"}:
+            raise ValueError(f"round head of {tenant_id!r} is not {{chain_seq, head_hash}}")
+        seq, digest = head["chain_seq"], head["head_hash"]
+        if isinstance(seq, bool) or not isinstance(seq, int) or not isinstance(digest, str):
+            raise ValueError(f"round head of {tenant_id!r} has a wrong type")
+        heads.append(ChainHead(tenant_id, seq, digest))
+    return tuple(sorted(heads, key=lambda h: h.tenant_id))

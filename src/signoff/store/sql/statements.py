@@ -27,6 +27,7 @@ from signoff.store.sql.tables import (
     audit_events,
     audit_heads,
     audit_meta,
+    audit_rounds,
     duplicates,
     limit_counters,
     limit_reservations,
@@ -67,6 +68,9 @@ class Statements:
     all_heads: Select[Any]
     pre_chain_through: Select[Any]
     insert_checkpoint: Insert
+    # A round's row; like the other insert_* it ignores (SQLite, PostgreSQL) or raises on (MySQL)
+    # a round number that is taken: the primary key decides between two instances.
+    insert_round: Insert
     # Cumulative limits: ``lock_limit`` upserts the subject's counter row (its row lock, or
     # SQLite's write lock, is held until commit) before ``limit_usage`` reads the window.
     lock_limit: Insert
@@ -138,7 +142,11 @@ def statements_for(dialect: str) -> Statements:
     insert_run: Insert
     insert_duplicate: Insert
     hold_limit: Insert
+    insert_round: Insert
     if dialect == "postgresql":
+        insert_round = postgresql.insert(audit_rounds).on_conflict_do_nothing(
+            index_elements=["round"]
+        )
         hold_limit = postgresql.insert(limit_reservations).on_conflict_do_nothing(
             index_elements=["limit_key", "run_id"]
         )
@@ -147,6 +155,7 @@ def statements_for(dialect: str) -> Statements:
             index_elements=["scope_hash"]
         )
     elif dialect == "sqlite":
+        insert_round = sqlite.insert(audit_rounds).on_conflict_do_nothing(index_elements=["round"])
         hold_limit = sqlite.insert(limit_reservations).on_conflict_do_nothing(
             index_elements=["limit_key", "run_id"]
         )
@@ -155,6 +164,7 @@ def statements_for(dialect: str) -> Statements:
             index_elements=["scope_hash"]
         )
     else:
+        insert_round = sa.insert(audit_rounds)
         hold_limit = sa.insert(limit_reservations)
         insert_run = sa.insert(runs)
         insert_duplicate = sa.insert(duplicates)
@@ -206,6 +216,7 @@ def statements_for(dialect: str) -> Statements:
             audit_meta.c.name == PRE_CHAIN_THROUGH
         ),
         insert_checkpoint=sa.insert(audit_checkpoints),
+        insert_round=insert_round,
         lock_limit=_lock_limit(dialect),
         limit_usage=sa.select(
             limit_reservations.c.run_id,

@@ -15,7 +15,11 @@ The schema itself is created and changed only by the Alembic migrations next to 
 - ``signoff_audit_heads``: one row per tenant, the chain's last link. Appending updates it in the
   same unit of work, and the row lock (SQLite: the database write lock) is what keeps concurrent
   writers from forking a chain.
-- ``signoff_audit_checkpoints``: signed statements of chain heads (``signoff audit checkpoint``).
+- ``signoff_audit_checkpoints``: signed statements of chain heads (``signoff audit checkpoint``);
+  ``round`` names the checkpoint round it was signed in (NULL: signed before rounds, v1).
+- ``signoff_audit_rounds``: one row per checkpoint round, numbered 1, 2, 3 ... store-wide: the
+  signed listing of every tenant's latest checkpointed head, chained to the round before. Its
+  primary key is what decides between two instances checkpointing at once (migration 0008).
 - ``signoff_audit_meta``: ``pre_chain_through_seq``, the last event written before the chain.
 - ``signoff_limit_counters``: one row per cumulative-limit subject, upserted to take its row lock
   (SQLite: the write lock) before the subject's usage is read (``core/limits.reserve``).
@@ -44,6 +48,7 @@ AUDIT = "signoff_audit_events"
 WORKERS = "signoff_workers"
 AUDIT_HEADS = "signoff_audit_heads"
 AUDIT_CHECKPOINTS = "signoff_audit_checkpoints"
+AUDIT_ROUNDS = "signoff_audit_rounds"
 AUDIT_META = "signoff_audit_meta"
 APPROVAL_LINKS = "signoff_approval_links"
 LIMIT_COUNTERS = "signoff_limit_counters"
@@ -166,7 +171,23 @@ audit_checkpoints = sa.Table(
     sa.Column("key_id", sa.String(255), nullable=False),
     sa.Column("algorithm", sa.String(32), nullable=False),
     sa.Column("signature", sa.Text(), nullable=False),
+    sa.Column("round", sa.BigInteger(), nullable=True),
     sa.Index("ix_signoff_audit_checkpoints_tenant", "tenant_id", "id"),
+    **MYSQL_TABLE_ARGS,
+)
+
+audit_rounds = sa.Table(
+    AUDIT_ROUNDS,
+    metadata,
+    sa.Column("round", sa.BigInteger(), primary_key=True, autoincrement=False),
+    sa.Column("prev_hash", sa.String(64), nullable=False),
+    sa.Column("hash", sa.String(64), nullable=False),
+    # {tenant: {"chain_seq", "head_hash"}}: what the signature covers as "heads".
+    sa.Column("heads", LongText, nullable=False),
+    sa.Column("at", UTCDateTime(), nullable=False),
+    sa.Column("key_id", sa.String(255), nullable=False),
+    sa.Column("algorithm", sa.String(32), nullable=False),
+    sa.Column("signature", sa.Text(), nullable=False),
     **MYSQL_TABLE_ARGS,
 )
 

@@ -437,3 +437,17 @@ def test_a_checkpoint_run_with_nothing_moved_writes_no_round(copy: Copy, tmp_pat
     assert sql(db, "SELECT round FROM signoff_audit_rounds") == [(1,)]
     code, out, _ = verify(db, "--keys", str(ring))
     assert code == 0 and "2 checkpoints in 1 rounds" in out
+
+
+def test_no_round_is_signed_on_top_of_an_altered_one(copy: Copy, tmp_path: Path) -> None:
+    """Dropping a tenant from the latest round and signing again would launder the deletion."""
+    db, _ = copy
+    ring = write_hmac_ring(tmp_path, "k1", signing="k1")
+    checkpoint = ["audit", "checkpoint", "--database", url(db), "--keys", str(ring)]
+    assert runner.invoke(app, checkpoint).exit_code == 0
+    sql(db, "UPDATE signoff_audit_rounds SET heads = json_remove(heads, '$.other')")
+    populate_more(db)
+    refused = runner.invoke(app, checkpoint)
+    assert refused.exit_code == 1
+    assert "[AUDIT_INCONSISTENT]" in refused.stderr
+    assert sql(db, "SELECT round FROM signoff_audit_rounds") == [(1,)]

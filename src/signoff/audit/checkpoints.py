@@ -13,7 +13,8 @@ together, so without rounds a tenant deleted whole (events, head, checkpoints) w
 trace; with them, the rounds after its last checkpoint still list it.
 
 A round's listing starts from the previous round's (never from the checkpoints table, which an
-intruder could have thinned out), so a round never drops a tenant or moves one back; the first
+intruder could have thinned out), so a round never drops a tenant or moves one back, and no
+round is signed on top of one whose hash or signature fails (``RoundRefused``); the first
 round lists the latest checkpoint of each tenant signed before rounds existed. No head moved and
 nothing new to list: no round. Two instances checkpointing at once compute the same number; the
 round's unique key lets one store it, and the other's unit rolls back (``RoundOutcome.lost``).
@@ -43,6 +44,12 @@ class RoundOutcome:
 
 class _RoundTaken(Exception):
     """Rolls the losing unit back."""
+
+
+class RoundRefused(Exception):
+    """The latest round does not verify: a new round would sign on top of tampered state."""
+
+    code = "AUDIT_INCONSISTENT"
 
 
 def sign_head(head: ChainHead, keys: KeyRing, now: datetime, round: int) -> Checkpoint:
@@ -156,6 +163,11 @@ async def checkpoint_heads(
         listed = await _listed_before_rounds(store)
         number, prev_hash = 1, GENESIS
     else:
+        if round_hash(latest) != latest.hash or round_signature_valid(latest, keys) is False:
+            raise RoundRefused(
+                f"round {latest.round} does not verify (its content or signature was altered): "
+                "no round is signed on top of it; run signoff audit verify"
+            )
         listed = {head.tenant_id: head for head in latest.heads}
         number, prev_hash = latest.round + 1, latest.hash
     moved = [

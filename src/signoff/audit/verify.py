@@ -11,8 +11,8 @@ What is checked, in this order (``docs/audit.md`` states the same rule for an au
 3. Checkpoints: each signature verifies with the key ring (when one is given) and the event at
    the checkpoint's number still has the signed hash (a chain that ends before it was truncated).
    A checkpoint signed in a round is listed by that round.
-4. Rounds (``audit/checkpoints.py``): numbered 1, 2, 3 ... without gaps, each linked to the one
-   before by its hash, each signature valid, no round drops a tenant or moves one back, every
+4. Rounds (``audit/rounds_check.py``): numbered 1, 2, 3 ... without gaps, each linked to the
+   one before by its hash, each signature valid, no round drops a tenant or moves one back, every
    listed head still has a stored checkpoint, and every listed tenant still has a chain that
    reaches the listed number with the listed hash: a tenant deleted whole is named.
 5. Runs: each run's events explain its stored state (``audit_check.check_trail``), and no event
@@ -31,19 +31,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from signoff.audit.checkpoints import (
-    all_checkpoints,
-    round_hash,
-    round_signature_valid,
-    signature_valid,
-)
+from signoff.audit.checkpoints import all_checkpoints, signature_valid
 from signoff.audit.keys import KeyRing
+from signoff.audit.rounds_check import check_listed, read_rounds, rounds_newer_than_the_check
 from signoff.audit_check import check_trail, runs_with_events, undecodable_rows
 from signoff.core.chain import GENESIS, recomputed_hash
-from signoff.core.ports import AuditEvent, ChainHead, Checkpoint, CheckpointRound, Store
+from signoff.core.ports import AuditEvent, ChainHead, Checkpoint, Store
 
 PAGE = 500
-ROUND_PAGE = 50  # a round lists every tenant: pages stay small
 
 
 @dataclass(frozen=True)
@@ -94,9 +89,14 @@ async def verify_trail(
     store: Store, keys: KeyRing | None = None, tenant_id: str | None = None
 ) -> VerifyReport:
     report = VerifyReport()
-    rounds = await _read_rounds(store, keys, tenant_id, report)
+
+    def found(seq: int, where: str, problem: str) -> None:
+        report.problems.append(Problem(seq, where, problem))
+
+    rounds = await read_rounds(store, keys, tenant_id, found)
+    report.rounds, report.unverified_rounds = rounds.count, rounds.unverified
     checkpoints = await all_checkpoints(store, tenant_id)
-    newer = await _rounds_newer_than_the_check(store, rounds, checkpoints)
+    newer = await rounds_newer_than_the_check(store, rounds, checkpoints)
     async with store.unit() as unit:
         heads = {head.tenant_id: head for head in await unit.audit.heads()}
         pre_chain_through = await unit.audit.pre_chain_through()
@@ -136,7 +136,8 @@ async def verify_trail(
             add(_truncated(tenant, chain, head.chain_seq, "its head record says"))
     report.tenants = len(chains)
     _check_checkpoints(checkpoints, chains, seen, keys, report)
-    _check_listed(rounds, checkpoints, newer, chains, heads, seen, report)
+    reached = {t: (c.chain_seq, (c.last.seq or 0) if c.last else 0) for t, c in chains.items()}
+    check_listed(rounds, checkpoints, newer, reached, heads, seen, found)
     await _check_runs(store, tenant_id, run_ids, report)
     report.problems.sort(key=lambda p: p.seq)
     return report
@@ -242,182 +243,6 @@ def _check_checkpoints(
                     where,
                     f"event #{checkpoint.chain_seq} no longer has the signed hash: "
                     "the chain was rewritten up to there",
-                )
-            )
-
-
-@dataclass
-class _Rounds:
-    """What the stored rounds say (read before anything else)."""
-
-    numbers: set[int] = field(default_factory=set)
-    last: int = 0
-    # (tenant, chain_seq, head_hash) -> the first round that listed it (checked tenants only)
-    listed: dict[tuple[str, int, str], int] = field(default_factory=dict)
-    # tenant -> (chain_seq, head_hash, round) as the latest round listing it says
-    latest: dict[str, tuple[int, str, int]] = field(default_factory=dict)
-
-
-async def _read_rounds(
-    store: Store, keys: KeyRing | None, tenant_id: str | None, report: VerifyReport
-) -> _Rounds:
-    """Every round in number order, each checked against the one before it."""
-    rounds = _Rounds()
-    previous: CheckpointRound | None = None
-    while True:
-        async with store.unit() as unit:
-            page = await unit.audit.rounds(after_round=rounds.last, limit=ROUND_PAGE)
-        for current in page:
-            _check_round(current, previous, keys, tenant_id, report)
-            rounds.numbers.add(current.round)
-            rounds.last = current.round
-            for head in current.heads:
-                if tenant_id is None or head.tenant_id == tenant_id:
-                    rounds.listed.setdefault(
-                        (head.tenant_id, head.chain_seq, head.hash), current.round
-                    )
-                    rounds.latest[head.tenant_id] = (head.chain_seq, head.hash, current.round)
-            previous = current
-        if len(page) < ROUND_PAGE:
-            return rounds
-
-
-def _check_round(
-    current: CheckpointRound,
-    previous: CheckpointRound | None,
-    keys: KeyRing | None,
-    tenant_id: str | None,
-    report: VerifyReport,
-) -> None:
-    add = report.problems.append
-    report.rounds += 1
-    where = f"round {current.round}"
-    expected = (previous.round if previous is not None else 0) + 1
-    if current.round > expected:
-        gone = (
-            f"round {expected} is"
-            if current.round == expected + 1
-            else f"rounds {expected}..{current.round - 1} are"
-        )
-        add(Problem(0, where, f"{gone} missing before it: deleted"))
-    elif current.prev_hash != (previous.hash if previous is not None else GENESIS):
-        before = f"round {previous.round}" if previous is not None else "the start (64 zeros)"
-        add(Problem(0, where, f"does not link to {before}: a round was replaced or rewritten"))
-    if round_hash(current) != current.hash:
-        add(Problem(0, where, "its content does not match its hash: it was edited"))
-    valid = round_signature_valid(current, keys) if keys is not None else None
-    if valid is None:
-        report.unverified_rounds += 1
-        if keys is not None:
-            add(Problem(0, where, f"signed by key {current.key_id!r}, not in the key ring"))
-    elif not valid:
-        add(Problem(0, where, "its signature does not verify: the round was altered"))
-    if previous is None:
-        return
-    now = {head.tenant_id: head for head in current.heads}
-    for head in previous.heads:
-        if tenant_id is not None and head.tenant_id != tenant_id:
-            continue
-        listed = now.get(head.tenant_id)
-        was = f"#{head.chain_seq} in round {previous.round}"
-        if listed is None:
-            add(Problem(0, where, f"drops tenant {head.tenant_id!r}, listed at {was}"))
-        elif listed.chain_seq < head.chain_seq or (
-            listed.chain_seq == head.chain_seq and listed.hash != head.hash
-        ):
-            add(
-                Problem(
-                    0,
-                    where,
-                    f"lists tenant {head.tenant_id!r} at #{listed.chain_seq}, "
-                    f"which does not follow {was}",
-                )
-            )
-
-
-async def _rounds_newer_than_the_check(
-    store: Store, rounds: _Rounds, checkpoints: list[Checkpoint]
-) -> set[int]:
-    """Rounds committed between reading the rounds and reading the checkpoints."""
-    if not any(c.round is not None and c.round > rounds.last for c in checkpoints):
-        return set()
-    newer: set[int] = set()
-    while True:
-        async with store.unit() as unit:
-            page = await unit.audit.rounds(after_round=max(newer, default=rounds.last))
-        newer.update(r.round for r in page)
-        if not page:
-            return newer
-
-
-def _check_listed(
-    rounds: _Rounds,
-    checkpoints: list[Checkpoint],
-    newer: set[int],
-    chains: dict[str, _Chain],
-    heads: dict[str, ChainHead],
-    seen: dict[tuple[str, int], AuditEvent],
-    report: VerifyReport,
-) -> None:
-    """Every listed tenant still reaches what the latest round listing it says; every listed
-    head is a stored checkpoint, and every checkpoint of a round is listed by it."""
-    add = report.problems.append
-    gone: set[str] = set()
-    for tenant, (number, digest, signed_in) in sorted(rounds.latest.items()):
-        where = f"tenant {tenant!r}"
-        chain = chains.get(tenant)
-        if chain is None and tenant not in heads:
-            gone.add(tenant)
-            add(
-                Problem(
-                    0,
-                    where,
-                    f"signed at #{number} in round {signed_in} is missing: its events, chain "
-                    "head and checkpoints were deleted",
-                )
-            )
-            continue
-        chain = chain or _Chain()
-        if number > chain.chain_seq:
-            add(_truncated(tenant, chain, number, f"round {signed_in} signed"))
-            continue
-        event = seen.get((tenant, number))
-        if event is None or event.hash != digest:
-            add(
-                Problem(
-                    (event.seq or 0) if event is not None else 0,
-                    where,
-                    f"event #{number} no longer has the hash round {signed_in} signed: "
-                    "the chain was rewritten up to there",
-                )
-            )
-    stored = {(c.tenant_id, c.chain_seq, c.head_hash) for c in checkpoints}
-    for (tenant, number, _), signed_in in sorted(rounds.listed.items()):
-        if tenant not in gone and (tenant, number, _) not in stored:
-            add(
-                Problem(
-                    0,
-                    f"round {signed_in}",
-                    f"lists tenant {tenant!r} at #{number}, but that checkpoint is not "
-                    "stored: it was deleted",
-                )
-            )
-    for checkpoint in checkpoints:
-        if checkpoint.round is None or checkpoint.round in newer:
-            continue
-        where = (
-            f"checkpoint {checkpoint.id} (tenant {checkpoint.tenant_id!r} #{checkpoint.chain_seq})"
-        )
-        key = (checkpoint.tenant_id, checkpoint.chain_seq, checkpoint.head_hash)
-        if checkpoint.round not in rounds.numbers:
-            add(Problem(0, where, f"names round {checkpoint.round}, which is missing: deleted"))
-        elif rounds.listed.get(key) != checkpoint.round:
-            add(
-                Problem(
-                    0,
-                    where,
-                    f"round {checkpoint.round} does not list it: the checkpoint or the round "
-                    "was altered",
                 )
             )
 

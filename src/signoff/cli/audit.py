@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from signoff.audit.checkpoints import RoundOutcome, checkpoint_heads
+from signoff.audit.checkpoints import RoundOutcome, RoundRefused, checkpoint_heads
 from signoff.audit.export import export_lines
 from signoff.audit.keys import ENV, KeyRing, KeyRingError, generate_ed25519
 from signoff.audit.verify import VerifyReport, verify_trail
@@ -146,6 +146,8 @@ def register(app: typer.Typer) -> None:
             store = await open_existing(database)
             try:
                 return await checkpoint_heads(store, ring, datetime.now(UTC), tenant)
+            except RoundRefused as exc:
+                fail(str(exc), exc.code)
             finally:
                 await store.close()
 

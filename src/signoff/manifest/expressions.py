@@ -11,10 +11,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import jsonschema_rs
-from yaml.nodes import ScalarNode
 
 from signoff.core.cel_expr import CelCompileError, compile_cel
 from signoff.manifest.errors import ManifestProblem, ProblemCode
+from signoff.manifest.positions import line_column_offset, offset_position
 from signoff.manifest.shape import suggest
 from signoff.manifest.source import Document, FieldPath
 
@@ -50,42 +50,13 @@ _SCHEMA_VALUES = (
 )  # fmt: skip
 
 
-def _file_position(document: Document, path: FieldPath, line: int, column: int) -> tuple[int, int]:
-    """Where ``line``/``column`` of an expression sit in the YAML file, as well as we can tell."""
-    node = document.node(path)
-    if not isinstance(node, ScalarNode):
-        return document.position(path)
-    start_line, start_column = node.start_mark.line + 1, node.start_mark.column + 1
-    if node.style in ("|", ">"):
-        # The block's content starts on the next line, indented like its first line.
-        buffer = node.start_mark.buffer
-        lines = buffer.splitlines() if isinstance(buffer, str) else []
-        first = lines[start_line] if start_line < len(lines) else ""
-        indent = len(first) - len(first.lstrip(" "))
-        return start_line + line, indent + column
-    if line == 1:
-        return start_line, start_column + (1 if node.style in ("'", '"') else 0) + column - 1
-    return start_line, start_column
-
-
-def _clamp(source: str, line: int, column: int) -> tuple[int, int]:
-    """A position past the last character (trailing newlines) moves back to just after it."""
-    lines = source.split("\n")
-    offset = sum(len(text) + 1 for text in lines[: line - 1]) + column - 1
-    end = len(source.rstrip())
-    if offset <= end:
-        return line, column
-    before = source[:end]
-    return before.count("\n") + 1, end - (before.rfind("\n") + 1) + 1
-
-
 def check_cel(document: Document, path: FieldPath, source: str) -> list[ManifestProblem]:
     """Compile ``source``; report a syntax error at its column, or a variable nobody provides."""
     try:
         compiled = compile_cel(source)
     except CelCompileError as exc:
-        line, column = _clamp(source, exc.line or 1, exc.column or 1)
-        position = _file_position(document, path, line, column)
+        offset = line_column_offset(source, exc.line or 1, exc.column or 1)
+        position = offset_position(document, path, offset)
         where = f" (column {exc.column} of the expression)" if exc.column else ""
         reason, _, expected = exc.reason.partition(" expecting ")
         if expected and len(expected) <= 40:  # ANTLR's full token lists help nobody
@@ -104,17 +75,13 @@ def check_cel(document: Document, path: FieldPath, source: str) -> list[Manifest
         if name in CEL_VARIABLES or name in bound:
             continue
         found = re.search(rf"(?<![\w.]){re.escape(name)}\b", source)
-        line, column = 1, 1
-        if found is not None:
-            line = source.count("\n", 0, found.start()) + 1
-            column = found.start() - (source.rfind("\n", 0, found.start()) + 1) + 1
         problems.append(
             document.problem(
                 path,
                 ProblemCode.UNKNOWN_CEL_VARIABLE,
                 f"unknown variable {name!r}{suggest(name, CEL_VARIABLES)}"
                 f" (variables: {', '.join(CEL_VARIABLES)})",
-                position=_file_position(document, path, line, column),
+                position=offset_position(document, path, found.start() if found else 0),
             )
         )
     return problems

@@ -140,10 +140,14 @@ def log_recovery(report: RecoveryReport) -> None:
 
 
 def load_registry(manifests_dir: Path) -> ActionRegistry:
-    """Load and compile every manifest; raises ``ManifestErrors`` listing all problems."""
-    from signoff.manifest import load_manifest_dir
+    """Load and compile every manifest; raises ``ManifestErrors`` listing all problems. Warnings
+    (``signoff check`` prints them too) are logged, one line each."""
+    from signoff.manifest import load_manifests
 
-    return ActionRegistry(load_manifest_dir(manifests_dir))
+    loaded = load_manifests(manifests_dir)
+    for warning in loaded.warnings:
+        log.warning("manifest %s", warning)
+    return ActionRegistry(loaded.compiled)
 
 
 NotifierFactory = Callable[[Runtime], Notifier | None]

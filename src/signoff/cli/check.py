@@ -14,11 +14,13 @@ from signoff.core.definition import ApprovalSpec, default_approval_rule
 from signoff.manifest import (
     LoadedAction,
     ManifestErrors,
+    ManifestProblem,
     ManifestSet,
     load_manifests,
     run_cases,
     shipped_schema_text,
 )
+from signoff.manifest.errors import in_file_order
 from signoff.manifest.yaml_hints import excerpt
 
 
@@ -75,25 +77,37 @@ def _table(loaded: ManifestSet) -> Table:
     return table
 
 
+def _report(err: Console, problems: list[ManifestProblem]) -> None:
+    """Each problem (error or warning) with its source line and a caret, in file order."""
+    for problem in in_file_order(problems):
+        err.print(str(problem), markup=False, highlight=False, soft_wrap=True)
+        shown = excerpt(problem)
+        if shown is not None:
+            err.print(shown, markup=False, highlight=False, soft_wrap=True)
+
+
+def _warnings(count: int) -> str:
+    return f" ({count} warning{'s' * (count != 1)})" if count else ""
+
+
 def check_manifests(source: Path, out: Console, err: Console) -> int:
-    """Validate, print the table and the test cases; the exit status (0 only if all is well)."""
+    """Validate, print the table and the test cases; the exit status (0 only if all is well).
+
+    Warnings are printed like problems (marked ``warning``) and do not change the status."""
     try:
         loaded = load_manifests(source)
     except ManifestErrors as exc:
-        for problem in exc.problems:
-            err.print(str(problem), markup=False, highlight=False, soft_wrap=True)
-            shown = excerpt(problem)
-            if shown is not None:
-                err.print(shown, markup=False, highlight=False, soft_wrap=True)
+        _report(err, [*exc.problems, *exc.warnings])
         files = len({problem.file for problem in exc.problems})
         count = len(exc.problems)
         err.print(
-            f"{count} problem{'s' * (count != 1)} in {files} file{'s' * (files != 1)}; "
-            "the manifests were not loaded [MANIFEST_INVALID]",
+            f"{count} problem{'s' * (count != 1)} in {files} file{'s' * (files != 1)}"
+            f"{_warnings(len(exc.warnings))}; the manifests were not loaded [MANIFEST_INVALID]",
             markup=False,
             highlight=False,
         )
         return 1
+    _report(err, list(loaded.warnings))
     out.print(_table(loaded))
     results = run_cases(loaded)
     failed = [result for result in results if not result.passed]
@@ -112,7 +126,11 @@ def check_manifests(source: Path, out: Console, err: Console) -> int:
     if failed:
         err.print(f"{summary} [MANIFEST_TESTS_FAILED]", markup=False, highlight=False)
         return 1
-    out.print(f"{summary}; the manifests are valid", markup=False, highlight=False)
+    out.print(
+        f"{summary}; the manifests are valid{_warnings(len(loaded.warnings))}",
+        markup=False,
+        highlight=False,
+    )
     return 0
 
 

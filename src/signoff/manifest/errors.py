@@ -4,6 +4,7 @@
 
     ManifestErrors (ValueError)      raised once per load, carries every ManifestProblem
       .problems: [ManifestProblem]   file, line, column, path ("spec.policy.deny[1].when"), code
+      .warnings: [ManifestProblem]   what loads but may not mean what was written (severity warning)
 
 Problems carry a stable ``code`` (``ProblemCode``) so tools and tests never parse messages.
 """
@@ -34,9 +35,18 @@ class ProblemCode(StrEnum):
     TOOL_NAME_COLLISION = "TOOL_NAME_COLLISION"
     SPLIT_VALUE = "SPLIT_VALUE"
     CEL_TYPE_ERROR = "CEL_TYPE_ERROR"
+    UNKNOWN_CEL_FIELD = "UNKNOWN_CEL_FIELD"
+    UNDECLARED_CEL_FIELD = "UNDECLARED_CEL_FIELD"
     UNDECLARED_CODE = "UNDECLARED_CODE"
     INVALID_TEST = "INVALID_TEST"
     NO_MANIFESTS = "NO_MANIFESTS"
+
+
+class Severity(StrEnum):
+    """An error stops the load; a warning is reported and the manifest loads."""
+
+    ERROR = "error"
+    WARNING = "warning"
 
 
 def format_path(path: Sequence[str | int]) -> str:
@@ -60,6 +70,7 @@ class ManifestProblem:
     path: str
     code: ProblemCode
     message: str
+    severity: Severity = Severity.ERROR
 
     def __str__(self) -> str:
         where = self.file
@@ -67,6 +78,8 @@ class ManifestProblem:
             where += f":{self.line}"
             if self.column is not None:
                 where += f":{self.column}"
+        if self.severity is Severity.WARNING:
+            where += ": warning"
         field = f" {self.path}:" if self.path else ""
         return f"{where}:{field} {self.message} [{self.code}]"
 
@@ -75,11 +88,19 @@ def _order(problem: ManifestProblem) -> tuple[str, int, int]:
     return (problem.file, problem.line or 0, problem.column or 0)
 
 
-class ManifestErrors(ValueError):
-    """The manifest set is invalid; ``problems`` lists every mistake found, in file order."""
+def in_file_order(problems: Iterable[ManifestProblem]) -> list[ManifestProblem]:
+    return sorted(problems, key=_order)
 
-    def __init__(self, problems: Iterable[ManifestProblem]) -> None:
-        self.problems = sorted(problems, key=_order)
+
+class ManifestErrors(ValueError):
+    """The manifest set is invalid; ``problems`` lists every mistake found, in file order, and
+    ``warnings`` what was found besides (also in file order)."""
+
+    def __init__(
+        self, problems: Iterable[ManifestProblem], warnings: Iterable[ManifestProblem] = ()
+    ) -> None:
+        self.problems = in_file_order(problems)
+        self.warnings = in_file_order(warnings)
         count = len(self.problems)
         header = f"{count} problem{'s' if count != 1 else ''} in the action manifests:"
         super().__init__("\n".join([header, *(f"  {p}" for p in self.problems)]))

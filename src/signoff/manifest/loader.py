@@ -10,7 +10,13 @@ from pathlib import Path
 from signoff.core.definition import tool_name
 from signoff.core.registry import CompiledAction
 from signoff.manifest.build import LoadedAction, build_action
-from signoff.manifest.errors import ManifestErrors, ManifestProblem, ProblemCode
+from signoff.manifest.errors import (
+    ManifestErrors,
+    ManifestProblem,
+    ProblemCode,
+    Severity,
+    in_file_order,
+)
 from signoff.manifest.hooks import add_import_root
 from signoff.manifest.lint import split_values
 from signoff.manifest.meaning import check_document
@@ -26,6 +32,9 @@ class ManifestSet:
 
     source: Path
     actions: tuple[LoadedAction, ...]
+    warnings: tuple[ManifestProblem, ...] = ()
+    """What loads but may not mean what was written (e.g. a CEL field an open schema does not
+    declare), in file order."""
 
     @property
     def compiled(self) -> list[CompiledAction]:
@@ -71,6 +80,7 @@ def load_manifests(source: Path | str, *, environ: Mapping[str, str] | None = No
     add_import_root(source if source.is_dir() else source.parent)
 
     problems: list[ManifestProblem] = []
+    warnings: list[ManifestProblem] = []
     actions: list[LoadedAction] = []
     seen: dict[str, tuple[str, str]] = {}
     for path in files:
@@ -89,21 +99,23 @@ def load_manifests(source: Path | str, *, environ: Mapping[str, str] | None = No
             manifest, shape = check_shape(document)
             build = check_document(document, environ)
             problems.extend(shape)
-            problems.extend(build.problems)
+            errors = [p for p in build.problems if p.severity is Severity.ERROR]
+            problems.extend(errors)
+            warnings.extend(p for p in build.problems if p.severity is Severity.WARNING)
             action_id = build.at("metadata", "id")
             if isinstance(action_id, str):
                 problem = _name_clash(action_id, document, seen)
                 if problem is not None:
                     problems.append(problem)
-            if manifest is None or build.problems:
+            if manifest is None or errors:
                 continue
             loaded, found = build_action(build, manifest)
             problems.extend(found)
             if loaded is not None:
                 actions.append(loaded)
     if problems:
-        raise ManifestErrors(problems)
-    return ManifestSet(source, tuple(actions))
+        raise ManifestErrors(problems, warnings)
+    return ManifestSet(source, tuple(actions), tuple(in_file_order(warnings)))
 
 
 def _name_clash(

@@ -82,6 +82,8 @@ class ManifestReloader:
                 for problem in exc.problems:
                     logger.error("  %s", problem)
                 return False
+            for warning in loaded.warnings:
+                logger.warning("manifest %s", warning)
             actions = loaded.compiled
             before = {a.id: a.revision for a in self.registry.all()}
             self.registry.replace(actions)

@@ -15,7 +15,7 @@ import yaml
 from yaml.constructor import ConstructorError, SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from signoff.manifest.errors import ManifestProblem, ProblemCode, format_path
+from signoff.manifest.errors import ManifestProblem, ProblemCode, Severity, format_path
 from signoff.manifest.yaml_hints import syntax_problem
 
 FieldPath = tuple[str | int, ...]
@@ -64,9 +64,10 @@ class Document:
         *,
         key: bool = False,
         position: tuple[int, int] | None = None,
+        severity: Severity = Severity.ERROR,
     ) -> ManifestProblem:
         line, column = position if position is not None else self.position(path, key=key)
-        return ManifestProblem(self.file, line, column, format_path(path), code, message)
+        return ManifestProblem(self.file, line, column, format_path(path), code, message, severity)
 
 
 class _Builder:

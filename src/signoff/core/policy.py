@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from signoff.core.cel_expr import CelEvaluationError
 from signoff.core.codes import Code
@@ -35,6 +35,28 @@ class PolicyDecision:
     approval_required: bool = False
     # How many distinct approvers this input needs: the rule's count, raised by matching tiers.
     approvals_needed: int = 1
+
+
+_STRING: Final = {"type": "string"}
+
+
+def _record(**fields: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "properties": fields, "additionalProperties": False}
+
+
+CEL_VARIABLES: Final = ("input", "principal", "tenant", "proposer", "action", "resource", "now")
+"""The variables every expression may use (contract §6), in the order the contract lists them."""
+CEL_VARIABLE_SCHEMAS: Final[dict[str, dict[str, Any]]] = {
+    "principal": _record(id=_STRING, roles={"type": "array", "items": _STRING}),
+    "tenant": _STRING,
+    "proposer": _record(type=_STRING, channel=_STRING),
+    "action": _record(id=_STRING, effect=_STRING, risk=_STRING),
+    "resource": _STRING,
+    "now": {"type": "timestamp"},
+}
+"""What ``_variables`` gives each variable but ``input`` (whose schema is the action's
+``spec.input``), as JSON Schema (``timestamp``: CEL's type); ``signoff check`` resolves field
+references (``principal.roles``) against them."""
 
 
 def _variables(

@@ -13,12 +13,12 @@ from typing import Any
 import jsonschema_rs
 
 from signoff.core.cel_expr import CelCompileError, compile_cel
+from signoff.core.policy import CEL_VARIABLES
 from signoff.manifest.errors import ManifestProblem, ProblemCode
 from signoff.manifest.positions import line_column_offset, offset_position
 from signoff.manifest.shape import suggest
 from signoff.manifest.source import Document, FieldPath
 
-CEL_VARIABLES = ("input", "principal", "tenant", "proposer", "action", "resource", "now")
 # Variables bound by comprehension macros (``roles.exists(r, r == 'x')``) and ``cel.bind``.
 _BOUND = re.compile(
     r"\b(?:all|exists|exists_one|map|filter|bind|transformList|transformMap)\(\s*"

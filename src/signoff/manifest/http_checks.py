@@ -15,6 +15,7 @@ from signoff.executors.http.executor import BODYLESS_METHODS, RESERVED_HEADERS, 
 from signoff.executors.http.template import REFERENCE, Reference, references
 from signoff.manifest.env import redacted_url
 from signoff.manifest.errors import ProblemCode
+from signoff.manifest.fields import Missing, resolve
 from signoff.manifest.shape import suggest
 from signoff.manifest.source import FieldPath
 
@@ -173,22 +174,17 @@ def _unknown_input(schema: Any, reference: Reference) -> str | None:
         return f"unknown reference {reference.text!r}: templates read the input (input.FIELD)"
     if not reference.path:
         return "a reference names an input field (input.FIELD), not the whole input"
-    node = schema if isinstance(schema, dict) else {}
-    for depth, part in enumerate(reference.path):
-        properties = node.get("properties")
-        if isinstance(properties, dict):
-            if part not in properties:
-                declared = ", ".join(sorted(map(str, properties))) or "nothing"
-                return (
-                    f"unknown input reference {reference.text!r}"
-                    f"{suggest(part, [str(p) for p in properties])}"
-                    f" (spec.input declares: {declared})"
-                )
-            node = properties[part] if isinstance(properties[part], dict) else {}
-        elif isinstance(node.get("items"), dict) and part.isdigit():
-            node = node["items"]
-        elif depth == 0:
-            return f"unknown input reference {reference.text!r} (spec.input declares no properties)"
-        else:
-            return None  # a free-form part of the input: nothing more to check
-    return None
+    resolution = resolve(schema if isinstance(schema, dict) else {}, reference.path)
+    if not isinstance(resolution, Missing):
+        return None  # declared, or a free-form part of the input: nothing more to check
+    if resolution.depth == 0 and not resolution.declared:
+        return f"unknown input reference {reference.text!r} (spec.input declares no properties)"
+    if not resolution.declared and resolution.open is not None:
+        return None
+    holder = ".".join(("input", *reference.path[: resolution.depth]))
+    holder = "spec.input" if resolution.depth == 0 else holder
+    return (
+        f"unknown input reference {reference.text!r}"
+        f"{suggest(resolution.name, resolution.declared)}"
+        f" ({holder} declares: {', '.join(resolution.declared) or 'nothing'})"
+    )

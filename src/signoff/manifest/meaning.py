@@ -12,12 +12,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from signoff.core.codes import Code
-from signoff.core.visibility import PointerError, parse_sensitive
 from signoff.manifest.env import substitute
 from signoff.manifest.errors import ManifestProblem, ProblemCode
 from signoff.manifest.expressions import check_cel, check_input_schema
 from signoff.manifest.hooks import HookImportError, import_hook
 from signoff.manifest.http_checks import check_http
+from signoff.manifest.input_names import check_input_names
 from signoff.manifest.lint import cel_type_errors, required_undeclared, undeclared_status_codes
 from signoff.manifest.model import HOOK_PATTERN
 from signoff.manifest.source import Document, FieldPath
@@ -168,57 +168,7 @@ class DocumentCheck:
                     ProblemCode.INVALID_VALUE,
                     "a SUCCEEDED result is never retried (retry: NEVER)",
                 )
-        declared = self.at("spec", "input", "properties")
-        sensitive = self.at("spec", "sensitive")
-        for index, name in enumerate(sensitive if isinstance(sensitive, list) else ()):
-            if not isinstance(name, str):
-                continue
-            try:
-                root, path = parse_sensitive(name)
-            except PointerError as exc:
-                self.report(("spec", "sensitive", index), ProblemCode.INVALID_VALUE, str(exc))
-                continue
-            # Output pointers cannot be checked against a schema the output need not have.
-            if root == "input" and (not isinstance(declared, dict) or path[0] not in declared):
-                self.report(
-                    ("spec", "sensitive", index),
-                    ProblemCode.INVALID_VALUE,
-                    f"{path[0]!r} is not a property of spec.input",
-                )
-        amend = self.at("spec", "approval", "amend")
-        for index, name in enumerate(amend if isinstance(amend, list) else ()):
-            if not isinstance(name, str):
-                continue
-            if not isinstance(declared, dict) or name not in declared:
-                self.report(
-                    ("spec", "approval", "amend", index),
-                    ProblemCode.INVALID_VALUE,
-                    f"{name!r} is not a property of spec.input",
-                )
-            elif isinstance(sensitive, list) and name in sensitive:
-                self.report(
-                    ("spec", "approval", "amend", index),
-                    ProblemCode.INVALID_VALUE,
-                    f"{name!r} is sensitive: approvers see it masked, so they cannot amend it",
-                )
-        display = self.at("spec", "display")
-        for name, shown in display.items() if isinstance(display, dict) else ():
-            if not isinstance(declared, dict) or name not in declared:
-                self.report(
-                    ("spec", "display", name),
-                    ProblemCode.INVALID_VALUE,
-                    f"{name!r} is not a property of spec.input",
-                )
-            elif (
-                isinstance(shown, dict)
-                and shown.get("format") == "money"
-                and not shown.get("currency")
-            ):
-                self.report(
-                    ("spec", "display", name, "format"),
-                    ProblemCode.INVALID_VALUE,
-                    "money needs a currency (e.g. currency: EUR)",
-                )
+        check_input_names(self)
         deny = self.at("spec", "policy", "deny")
         allowed = _PRE_EXECUTION_CODES | {
             rule.get("code", Code.POLICY_DENIED)

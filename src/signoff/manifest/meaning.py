@@ -12,14 +12,15 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from signoff.core.codes import Code
+from signoff.manifest.cel_fields import check_cel_fields
 from signoff.manifest.env import substitute
-from signoff.manifest.errors import ManifestProblem, ProblemCode
+from signoff.manifest.errors import ManifestProblem, ProblemCode, Severity
 from signoff.manifest.expressions import check_cel, check_input_schema
 from signoff.manifest.hooks import HookImportError, import_hook
 from signoff.manifest.http_checks import check_http
 from signoff.manifest.input_names import check_input_names
 from signoff.manifest.lint import cel_type_errors, required_undeclared, undeclared_status_codes
-from signoff.manifest.model import HOOK_PATTERN
+from signoff.manifest.model import DEFAULT_INPUT_SCHEMA, HOOK_PATTERN
 from signoff.manifest.source import Document, FieldPath
 
 _PRE_EXECUTION_CODES = frozenset(
@@ -48,6 +49,7 @@ class DocumentCheck:
         self.callback_secret: str | None = None
         self.url = ""
         self.headers: dict[str, str] = {}
+        self.compiled: list[FieldPath] = []  # the CEL expressions that compiled cleanly
 
     def at(self, *path: str | int) -> Any:
         """The raw value at ``path``, or ``None`` when absent or not reachable."""
@@ -66,10 +68,37 @@ class DocumentCheck:
     ) -> None:
         self.problems.append(self.document.problem(path, code, message, key=key))
 
-    def cel(self, *path: str | int) -> None:
+    def cel_paths(self) -> list[FieldPath]:
+        """Every CEL expression of the document: resource, deny rules, approval rule and
+        tiers, limit sums (whatever their shape; absent ones are skipped by ``cel``)."""
+        paths: list[FieldPath] = [("spec", "resource")]
+        for base, name in (
+            (("spec", "policy", "deny"), "when"),
+            (("spec", "approval", "escalate"), "when"),
+            (("spec", "limits"), "sum"),
+        ):
+            rules = self.at(*base)
+            paths += [(*base, i, name) for i in range(len(rules) if isinstance(rules, list) else 0)]
+        return [*paths, ("spec", "approval", "when")]
+
+    def cel(self, path: FieldPath) -> None:
         source = self.at(*path)
         if isinstance(source, str):
-            self.problems.extend(check_cel(self.document, path, source))
+            found = check_cel(self.document, path, source)
+            self.problems.extend(found)
+            if not found:
+                self.compiled.append(path)
+
+    def input_schema(self) -> Any:
+        """``spec.input`` as the expressions see it (``None``: not a usable schema)."""
+        schema = self.at("spec", "input")
+        if schema is None and isinstance(self.at("spec"), dict):
+            return DEFAULT_INPUT_SCHEMA
+        broken = any(
+            p.code is ProblemCode.INVALID_JSON_SCHEMA and p.path.startswith("spec.input")
+            for p in self.problems
+        )
+        return schema if isinstance(schema, dict) and not broken else None
 
     def hook(self, *path: str | int) -> Callable[..., Any] | None:
         reference = self.at(*path)
@@ -208,7 +237,6 @@ class DocumentCheck:
             if not isinstance(limit, dict):
                 continue
             path = ("spec", "limits", index)
-            self.cel(*path, "sum")
             if ("sum" in limit) != ("max" in limit):
                 self.report(
                     (*path, "sum" if "sum" in limit else "max"),
@@ -241,14 +269,8 @@ class DocumentCheck:
             self.problems.extend(
                 check_input_schema(self.document, ("spec", "output"), output, role="output")
             )
-        self.cel("spec", "resource")
-        deny = self.at("spec", "policy", "deny")
-        for index in range(len(deny) if isinstance(deny, list) else 0):
-            self.cel("spec", "policy", "deny", index, "when")
-        self.cel("spec", "approval", "when")
-        escalate = self.at("spec", "approval", "escalate")
-        for index in range(len(escalate) if isinstance(escalate, list) else 0):
-            self.cel("spec", "approval", "escalate", index, "when")
+        for path in self.cel_paths():
+            self.cel(path)
         self.check_limits()
         self.guard = self.hook("spec", "guard")
         self.preview = self.hook("spec", "preview", "python")
@@ -257,28 +279,20 @@ class DocumentCheck:
         self.check_lint()
 
     def check_lint(self) -> None:
-        """What loads but does not mean what was written (``lint``)."""
-        schema = self.at("spec", "input")
-        self.problems.extend(required_undeclared(self.document, schema))
+        """What loads but does not mean what was written (``lint``, ``cel_fields``)."""
+        schema = self.input_schema()  # before the lint's own schema problems below
+        self.problems.extend(required_undeclared(self.document, self.at("spec", "input")))
         action = {
             "id": str(self.at("metadata", "id")),
             "effect": str(self.at("spec", "effect")),
             "risk": str(self.at("spec", "risk")),
         }
-        deny = self.at("spec", "policy", "deny")
-        paths: list[FieldPath] = [("spec", "resource"), ("spec", "approval", "when")]
-        paths += (
-            [("spec", "policy", "deny", i, "when") for i in range(len(deny))]
-            if isinstance(deny, list)
-            else []
-        )
-        schema_broken = any(
-            p.code is ProblemCode.INVALID_JSON_SCHEMA and p.path.startswith("spec.input")
-            for p in self.problems
-        )
-        for path in paths if not schema_broken else ():
+        for path in self.compiled:
             source = self.at(*path)
-            if isinstance(source, str):
+            assert isinstance(source, str)
+            fields = check_cel_fields(self.document, path, source, schema)
+            self.problems.extend(fields)
+            if schema is not None and all(p.severity is not Severity.ERROR for p in fields):
                 self.problems.extend(cel_type_errors(self.document, path, source, schema, action))
         self.problems.extend(
             undeclared_status_codes(

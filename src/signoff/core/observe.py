@@ -14,10 +14,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from signoff.core.codes import Code
 from signoff.core.proposal import ActionProposal
+from signoff.core.registry import CompiledAction
 from signoff.core.results import ActionOutcome
 
 AttributeValue = str | int | float | bool
+CATALOG = frozenset(str(code) for code in Code)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +38,10 @@ class CallReport:
     duration_s: float
     duplicate_of: str | None = None
     input: Mapping[str, Any] | None = None
+    registered: bool = False
+    """``action`` is a registered action's id (not a name a client made up)."""
+    own_code: bool = False
+    """``code`` is one of signoff's catalog codes or one the registered action declares."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +59,8 @@ class DecisionReport:
     status: str
     duration_s: float
     waited_s: float | None = None
+    registered: bool = False
+    """``action`` is a registered action's id."""
 
 
 class StageScope(Protocol):
@@ -102,7 +111,18 @@ class NoObserver:
 NO_OBSERVER = NoObserver()
 
 
-def call_report(proposal: ActionProposal, outcome: ActionOutcome, duration_s: float) -> CallReport:
+def own_code(action: CompiledAction | None, code: str) -> bool:
+    """``code`` is one of this server's own names: the catalog's, or declared by ``action``."""
+    return code in CATALOG or (action is not None and action.declares(code))
+
+
+def call_report(
+    proposal: ActionProposal,
+    outcome: ActionOutcome,
+    duration_s: float,
+    action: CompiledAction | None = None,
+) -> CallReport:
+    """What the observer hears of one call; ``action``: the registered action it resolved to."""
     return CallReport(
         run_id=outcome.run_id,
         tenant_id=proposal.tenant_id,
@@ -115,4 +135,6 @@ def call_report(proposal: ActionProposal, outcome: ActionOutcome, duration_s: fl
         duration_s=duration_s,
         duplicate_of=outcome.duplicate_of,
         input=proposal.input if isinstance(proposal.input, dict) else None,
+        registered=action is not None,
+        own_code=own_code(action, str(outcome.code)),
     )

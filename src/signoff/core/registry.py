@@ -48,6 +48,15 @@ class CompiledAction:
     def id(self) -> str:
         return self.definition.id
 
+    def declares(self, code: str) -> bool:
+        """``code`` is one this action's manifest declares (``results:``, deny rules, executor
+        codes) — an open (programmatic) executor's other codes are not."""
+        if self.codes is not None:
+            return code in self.codes
+        return code in self.definition.results or any(
+            rule.code == code for rule in self.definition.policy.deny
+        )
+
 
 def compile_action(definition: ActionDefinition) -> CompiledAction:
     """Check the schema and compile every expression once; report every problem found."""

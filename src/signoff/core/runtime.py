@@ -128,8 +128,9 @@ class Runtime:
         sensitive output values come back masked."""
         started = time.perf_counter()
         outcome = await self._background.shield(self._pipeline.propose(proposal))
-        self._observer.call_finished(call_report(proposal, outcome, time.perf_counter() - started))
         action = self._registry.resolve(proposal.action_id)
+        elapsed = time.perf_counter() - started
+        self._observer.call_finished(call_report(proposal, outcome, elapsed, action))
         return masked_outcome(outcome, action.definition if action is not None else None)
 
     async def decide(
@@ -175,6 +176,8 @@ class Runtime:
                 run_id=run_id,
                 tenant_id=tenant_id,
                 action=outcome.action if outcome is not None else "",
+                registered=outcome is not None
+                and self._registry.resolve(outcome.action) is not None,
                 approver=request.approver.id,
                 vote=str(request.vote),
                 code=str(result.code),

@@ -1,7 +1,8 @@
 """Metrics, structured logs and traces for operators.
 
 Other layers report facts through these functions (cheap, never raising, no run ids or tenants as
-labels); ``/metrics`` exposes them::
+labels, every label value one of this server's own names or ``unknown``: ``labels.py``);
+``/metrics`` exposes them::
 
     from signoff.observability import record_undecodable_row
     record_undecodable_row("runs")     # a stored row that could not be decoded
@@ -9,6 +10,7 @@ labels); ``/metrics`` exposes them::
 
 from __future__ import annotations
 
+from signoff.observability.labels import AUDIT_KINDS, CALLBACK_REASONS, TABLES, one_of
 from signoff.observability.metrics import METRICS, Metrics
 
 __all__ = [
@@ -22,14 +24,15 @@ __all__ = [
 
 def record_undecodable_row(table: str) -> None:
     """A stored row of ``table`` (``runs``, ``audit``, ``duplicates``…) could not be decoded."""
-    METRICS.undecodable_rows.labels(table=table).inc()
+    METRICS.undecodable_rows.labels(table=one_of(table, TABLES)).inc()
 
 
 def record_callback_refusal(reason: str) -> None:
-    """A completion callback was refused; ``reason`` is a stable code, not a message."""
-    METRICS.callback_refusals.labels(reason=reason).inc()
+    """A completion callback was refused; ``reason`` is a stable code, not a message (a code
+    outside the catalog counts as ``unknown``)."""
+    METRICS.callback_refusals.labels(reason=one_of(reason, CALLBACK_REASONS)).inc()
 
 
 def record_cas_conflict(operation: str) -> None:
     """A compare-and-set lost to a concurrent writer (``operation``: propose, decide, cancel…)."""
-    METRICS.cas_conflicts.labels(operation=operation).inc()
+    METRICS.cas_conflicts.labels(operation=one_of(operation, AUDIT_KINDS)).inc()

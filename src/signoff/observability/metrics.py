@@ -1,7 +1,8 @@
 """signoff's Prometheus metrics, on a registry of its own (``METRICS.registry``).
 
 Labels are low-cardinality by design: actions, codes, statuses, stages, MCP methods and tool
-names — never run ids, tenants, principals or inputs. Names follow the OpenTelemetry MCP semantic
+names — never run ids, tenants, principals or inputs — and each value is one of this server's own
+names or ``unknown`` (``labels.py``). Names follow the OpenTelemetry MCP semantic
 conventions where they exist (``mcp.server.operation.duration`` becomes
 ``mcp_server_operation_duration_seconds`` in Prometheus, with ``mcp_method_name``,
 ``gen_ai_tool_name`` and ``error_type``) and are prefixed ``signoff_`` otherwise.

@@ -25,6 +25,15 @@ from opentelemetry import trace
 from opentelemetry.trace import Span
 
 from signoff.core.observe import AttributeValue, CallReport, DecisionReport, StageScope
+from signoff.observability.labels import (
+    AUDIT_KINDS,
+    RETRIES,
+    STAGES,
+    STATUSES,
+    UNKNOWN,
+    VOTES,
+    one_of,
+)
 from signoff.observability.metrics import METRICS, Metrics
 
 calls_log = logging.getLogger("signoff.calls")
@@ -87,12 +96,15 @@ class OperationsObserver:
 
     def call_finished(self, report: CallReport) -> None:
         m = self.metrics
+        # Label values: this server's own names or "unknown" (labels.py); a tool name a client
+        # made up, or a code an executor made up, is never one.
+        action = report.action if report.registered else UNKNOWN
+        code = report.code if report.own_code else UNKNOWN
+        status = one_of(report.status, STATUSES)
         m.governed_calls.labels(
-            action=report.action, status=report.status, code=report.code, retry=report.retry
+            action=action, status=status, code=code, retry=one_of(report.retry, RETRIES)
         ).inc()
-        m.governed_duration.labels(action=report.action, status=report.status).observe(
-            report.duration_s
-        )
+        m.governed_duration.labels(action=action, status=status).observe(report.duration_s)
         fields: dict[str, Any] = {
             "run_id": report.run_id,
             "tenant": report.tenant_id,
@@ -127,12 +139,12 @@ class OperationsObserver:
                 span.set_attribute("signoff.input", text[:_MAX_CAPTURED])
 
     def decision(self, report: DecisionReport) -> None:
-        outcome = report.vote if report.accepted else "refused"
-        self.metrics.decisions.labels(action=report.action, decision=outcome).inc()
+        action = report.action if report.registered else UNKNOWN
+        vote = one_of(report.vote, VOTES)
+        outcome = vote if report.accepted else "refused"
+        self.metrics.decisions.labels(action=action, decision=outcome).inc()
         if report.waited_s is not None:
-            self.metrics.approval_wait.labels(action=report.action, decision=report.vote).observe(
-                report.waited_s
-            )
+            self.metrics.approval_wait.labels(action=action, decision=vote).observe(report.waited_s)
         decisions_log.info(
             "%s %s by %s -> %s",
             report.vote,
@@ -156,7 +168,10 @@ class OperationsObserver:
     def stage(self, name: str, run_id: str, action: str) -> AbstractContextManager[StageScope]:
         histogram = self._stage_histograms.get(name)
         if histogram is None:
-            histogram = self._stage_histograms[name] = self.metrics.stage.labels(stage=name)
+            stage = one_of(name, STAGES)
+            histogram = self.metrics.stage.labels(stage=stage)
+            if stage == name:  # the cache holds this server's stages only
+                self._stage_histograms[name] = histogram
         if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
             return _Timed(histogram)  # no provider installed: a span would record nothing
         return self._traced(name, run_id, action, histogram)
@@ -176,4 +191,4 @@ class OperationsObserver:
                 histogram.observe(time.perf_counter() - started)
 
     def cas_conflict(self, operation: str) -> None:
-        self.metrics.cas_conflicts.labels(operation=operation).inc()
+        self.metrics.cas_conflicts.labels(operation=one_of(operation, AUDIT_KINDS)).inc()

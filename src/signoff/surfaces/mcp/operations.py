@@ -16,12 +16,13 @@ import mcp_types as types
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
+from signoff.observability.labels import UNKNOWN, json_rpc_error, one_of
 from signoff.observability.metrics import METRICS, Metrics
 from signoff.surfaces.draining import Draining
 
 # Long-lived by design: a shutdown does not wait for them.
 _STREAMS = frozenset({"subscriptions/listen"})
-# Label values come from this list (or "other"), so a client cannot grow the label set.
+# Label values come from this list (or "unknown"), so a client cannot grow the label set.
 _METHODS = frozenset(
     {
         "initialize",
@@ -72,18 +73,18 @@ class OperationsMiddleware:
     ) -> HandlerResult:
         if ctx.request_id is None:  # a notification: no operation to time
             return await call_next(ctx)
-        method = ctx.method if ctx.method in _METHODS else "other"
+        method = one_of(ctx.method, _METHODS)
         tool = ""
         if method == "tools/call":
             name = ctx.params.get("name") if ctx.params else None
             known = isinstance(name, str) and len(name) <= 64 and self.known_tool(name)
-            tool = name if known and isinstance(name, str) else "unknown"
+            tool = name if known and isinstance(name, str) else UNKNOWN
         error = ""
         started = time.perf_counter()
         try:
             result = await call_next(ctx)
         except MCPError as exc:
-            error = str(exc.error.code)
+            error = json_rpc_error(exc.error.code)
             raise
         except Exception as exc:
             error = str(types.INVALID_PARAMS) if _is_validation(exc) else type(exc).__qualname__

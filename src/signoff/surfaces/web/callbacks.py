@@ -80,9 +80,12 @@ class Callbacks:
         if completion.code == Code.ACTION_RUN_NOT_FOUND:
             record_callback_refusal(Code.ACTION_RUN_NOT_FOUND)
             return not_found()
-        if not completion.accepted:
-            record_callback_refusal(str(completion.code))
         outcome = completion.outcome
+        if not completion.accepted:
+            # A finished run answers its stored code, which its executor chose: the refusal's
+            # reason is that the run was already final.
+            final = outcome is not None
+            record_callback_refusal(Code.ACTION_RUN_ALREADY_TERMINAL if final else completion.code)
         return answer(
             completion.code,
             outcome.message if outcome is not None else "",

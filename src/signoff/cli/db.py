@@ -58,7 +58,7 @@ def register(app: typer.Typer) -> None:
         """Forget completed duplicate results past their retention; running ones never."""
         if not _DURATION.match(older_than):
             fail(f"not a duration: {older_than!r} (e.g. 24h, 7d, 1h30m)", "INVALID_ARGUMENT")
-        from signoff.manifest.build import parse_duration
+        from signoff.manifest.durations import parse_duration
 
         retention = parse_duration(older_than)  # matched above, so never empty
 

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 from pydantic import ValidationError
@@ -30,20 +28,11 @@ from signoff.core.registry import CompiledAction, InvalidDefinition, compile_act
 from signoff.executors.http.executor import HttpExecutor
 from signoff.executors.http.response import PASS_THROUGH, CodeRule, ResponseSpec
 from signoff.executors.http.template import parse_reference
+from signoff.manifest.durations import parse_duration
 from signoff.manifest.errors import ManifestProblem, ProblemCode
 from signoff.manifest.meaning import DocumentCheck
 from signoff.manifest.model import Manifest, ResultSpec, Retry
 from signoff.manifest.shape import document_path
-
-_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def parse_duration(text: str) -> timedelta:
-    """``90s``, ``30m``, ``24h``, ``7d``, ``1h30m``, ``250ms`` (the model checked the syntax)."""
-    seconds = sum(
-        int(amount) * _UNITS[unit] for amount, unit in re.findall(r"([0-9]+)(ms|s|m|h|d)", text)
-    )
-    return timedelta(seconds=seconds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +151,7 @@ def http_executor(check: DocumentCheck, manifest: Manifest) -> HttpExecutor:
         url=check.url,
         method=http.method,
         timeout=parse_duration(http.timeout).total_seconds(),
+        deadline=parse_duration(http.deadline).total_seconds(),
         headers=check.headers,
         query=dict(http.query),
         body_kind=body_kind,

@@ -7,15 +7,19 @@ query or fragment, so no input can send the request elsewhere.
 
 from __future__ import annotations
 
+import re
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from signoff.executors.http.executor import BODYLESS_METHODS, RESERVED_HEADERS, RESERVED_PREFIX
 from signoff.executors.http.template import REFERENCE, Reference, references
+from signoff.manifest.durations import parse_duration
 from signoff.manifest.env import redacted_url
 from signoff.manifest.errors import ProblemCode
 from signoff.manifest.fields import Missing, resolve
+from signoff.manifest.model import DURATION_PATTERN
 from signoff.manifest.shape import suggest
 from signoff.manifest.source import FieldPath
 
@@ -24,11 +28,13 @@ if TYPE_CHECKING:
 
 BASE: FieldPath = ("spec", "executor", "http")
 RESPONSE_ROOTS = ("body", "status", "headers")
+MAX_DEADLINE = timedelta(hours=1)
 
 
 def check_http(check: DocumentCheck) -> None:
     """Report every problem of the HTTP executor block and keep the expanded URL and headers."""
     _check_url(check)
+    _check_deadline(check)
     _check_headers(check)
     query = check.at(*BASE, "query")
     if isinstance(query, dict):
@@ -44,6 +50,18 @@ def check_http(check: DocumentCheck) -> None:
                 f"status_codes maps HTTP error statuses (400-599), not {status}",
                 key=True,
             )
+
+
+def _check_deadline(check: DocumentCheck) -> None:
+    raw = check.at(*BASE, "deadline")
+    if not isinstance(raw, str) or re.fullmatch(DURATION_PATTERN, raw) is None:
+        return  # absent (the default), or a syntax error the shape check reports
+    if not timedelta(0) < parse_duration(raw) <= MAX_DEADLINE:
+        check.report(
+            (*BASE, "deadline"),
+            ProblemCode.INVALID_VALUE,
+            f"deadline must be more than 0 and at most 1h, not {raw}",
+        )
 
 
 def _check_url(check: DocumentCheck) -> None:

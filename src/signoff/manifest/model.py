@@ -136,7 +136,11 @@ class HttpExecutor(_Strict):
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
     """The HTTP method; GET and DELETE send no body."""
     timeout: Duration = "10s"
-    """How long to wait for the response (a duration such as 10s)."""
+    """How long each phase may take: connecting, sending, and waiting for each piece of the
+    response (a duration such as 10s)."""
+    deadline: Duration = "30s"
+    """The most the whole exchange may take, from connecting to the last byte of the response
+    (more than 0, at most 1h); past it the request may have had its effect: HTTP_TIMEOUT."""
     headers: dict[str, str] = {}
     """Extra request headers; values may use ``${VAR}`` for secrets (never input references)."""
     query: dict[str, str | int | float | bool] = {}

@@ -7,8 +7,8 @@ the request cannot be built from this input            FAILED      HTTP_REQUEST_
 (a path parameter missing, a value of the wrong kind)              AFTER_CORRECTION
 connection refused / connect timeout (nothing sent)    FAILED      HTTP_UNREACHABLE /
                                                                    AFTER_BACKOFF
-timeout or dropped connection after sending            FAILED      HTTP_TIMEOUT /
-                                                                   HTTP_CONNECTION_LOST,
+a phase's ``timeout`` or the overall ``deadline``      FAILED      HTTP_TIMEOUT /
+passed, or dropped connection after sending                        HTTP_CONNECTION_LOST,
                                                                    possibly applied
 a response                                             see ``signoff.executors.http.response``
 =====================================================  ==========  ==========================
@@ -16,10 +16,13 @@ a response                                             see ``signoff.executors.h
 "Possibly applied" is ``MANUAL_REVIEW``; an idempotent executor with ``executor.retry`` is called
 again inside the run with the same operation id, which the endpoint receives as ``Idempotency-Key``.
 No message carries the URL (it may hold credentials), header values or the upstream body.
+The response body is read through ``body.read_limited``: decompressed as it arrives, never past
+``response.max_bytes`` of inflated bytes.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -30,6 +33,7 @@ import httpx
 from signoff.core.codes import ExecutionStatus
 from signoff.core.disclosure import redact
 from signoff.core.results import ExecutionContext, ExecutionResult
+from signoff.executors.http.body import ACCEPT_ENCODING, BodyUndecodable, read_limited
 from signoff.executors.http.response import ResponseSpec
 from signoff.executors.http.template import (
     ABSENT,
@@ -41,6 +45,8 @@ from signoff.executors.http.template import (
 )
 
 RESERVED_HEADERS = frozenset({"idempotency-key", "x-signoff-run-id", "x-signoff-tenant"})
+DEFAULT_DEADLINE: Final = 30.0
+"""Seconds the whole exchange may take unless the manifest says otherwise (``http.deadline``)."""
 RESERVED_PREFIX = "x-signoff-"
 USER_AGENT = "signoff-http-executor/1"
 BODYLESS_METHODS = frozenset({"GET", "DELETE"})
@@ -88,6 +94,9 @@ class HttpExecutor:
     url: str = field(repr=False)
     method: str = "POST"
     timeout: float = 10.0
+    """Seconds each phase may take (connect, write, each read)."""
+    deadline: float = DEFAULT_DEADLINE
+    """Seconds the whole exchange may take, connect to last byte; then ``HTTP_TIMEOUT``."""
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
     query: Mapping[str, Any] = field(default_factory=dict)
     body_kind: str = INPUT_BODY
@@ -141,6 +150,7 @@ class HttpExecutor:
             )
         headers = {
             "User-Agent": USER_AGENT,
+            "Accept-Encoding": ACCEPT_ENCODING,
             **self.headers,
             "Idempotency-Key": context.operation_id,
             "X-Signoff-Run-Id": context.run_id,
@@ -163,7 +173,11 @@ class HttpExecutor:
                 return ExecutionResult.permanent_failure(
                     "HTTP_REQUEST_INVALID", "the request could not be built (URL or headers)"
                 )
-            return await self._exchange(client, request)
+            try:
+                async with asyncio.timeout(self.deadline):
+                    return await self._exchange(client, request)
+            except TimeoutError:
+                return self._lost("HTTP_TIMEOUT", f"no complete response within {self.deadline}s")
 
     async def _exchange(self, client: httpx.AsyncClient, request: httpx.Request) -> ExecutionResult:
         try:
@@ -178,7 +192,11 @@ class HttpExecutor:
             lost = self._lost("HTTP_CONNECTION_LOST", _lost_message(exc))
             return lost.model_copy(update={"detail": _detail(request, exc)})
         try:
-            content = await _read_limited(response, self.response.max_bytes)
+            content = await read_limited(response, self.response.max_bytes)
+        except BodyUndecodable as exc:
+            return self.response.classify(response, b"").model_copy(
+                update={"detail": f"the response body could not be decoded ({exc})"}
+            )
         except httpx.TimeoutException:
             return self._lost("HTTP_TIMEOUT", f"the response did not finish within {self.timeout}s")
         except httpx.TransportError as exc:
@@ -200,21 +218,6 @@ def _detail(request: httpx.Request, exc: Exception) -> str:
 
 def _lost_message(exc: Exception) -> str:
     return f"the connection failed after the request was sent ({type(exc).__name__})"
-
-
-async def _read_limited(response: httpx.Response, limit: int) -> bytes | None:
-    """The body, or ``None`` as soon as it is known to be over ``limit`` bytes."""
-    declared = response.headers.get("Content-Length", "")
-    if declared.isdigit() and int(declared) > limit:
-        return None
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in response.aiter_bytes():
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def _segment(value: Any, where: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -12,6 +13,7 @@ import httpx2
 import pytest
 import sqlalchemy as sa
 from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy.engine import make_url
 
 from signoff import Code
 from signoff.core.ports import Store
@@ -23,6 +25,7 @@ from signoff.surfaces.draining import Draining
 from signoff.surfaces.mcp.http import FixedIdentity, HttpOptions, build_http_app
 from signoff.surfaces.ops import Health, ops_routes
 from signoff.surfaces.ops.metrics import MetricsEndpoint
+from tests.store.conftest import POSTGRES_ENV, server_url
 from tests.surfaces.support import World, http_client, running, world
 
 LARGE = {"invoice_id": "INV-2", "amount": 5000, "idempotency_key": "k-2"}
@@ -98,7 +101,7 @@ async def test_readyz_answers_503_once_shutdown_begins(ops: Ops) -> None:
     ops.draining.begin()
     answer = await _get(ops.url + "/readyz")
     assert answer.status_code == 503
-    assert answer.json()["reasons"] == {"shutdown": "the server is shutting down"}
+    assert answer.json()["reasons"] == {"shutdown": "SHUTTING_DOWN"}
 
 
 def _closed_port() -> int:
@@ -107,24 +110,51 @@ def _closed_port() -> int:
         return int(sock.getsockname()[1])
 
 
-async def test_readyz_answers_503_naming_the_store_when_the_database_is_unreachable() -> None:
-    # A server whose database went away after it started: nothing listens on that port now.
-    engine = create_engine(f"postgresql+asyncpg://signoff@127.0.0.1:{_closed_port()}/signoff")
+async def _readyz_of(url: str, caplog: pytest.LogCaptureFixture) -> tuple[httpx2.Response, int]:
+    """/readyz and /healthz of a server whose database is at ``url``."""
+    engine = create_engine(url)
     store = SqlStore(engine)
     w = world()
     try:
-        async with running(_app(w, store, Draining())) as url:
-            answer = await _get(url + "/readyz")
-            health = await _get(url + "/healthz")
+        with caplog.at_level("WARNING", logger="signoff.health"):
+            async with running(_app(w, store, Draining())) as served:
+                answer = await _get(served + "/readyz")
+                health = await _get(served + "/healthz")
     finally:
         await engine.dispose()
+    return answer, health.status_code
+
+
+async def test_readyz_answers_503_with_a_stable_code_when_the_database_is_unreachable(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A server whose database went away after it started: nothing listens on that port now.
+    port = _closed_port()
+    answer, health = await _readyz_of(
+        f"postgresql+asyncpg://signoff@127.0.0.1:{port}/signoff", caplog
+    )
     assert answer.status_code == 503
     body = answer.json()
     assert body["status"] == "not ready"
-    assert set(body["reasons"]) == {"store"}
-    assert body["reasons"]["store"].startswith("the database is unreachable")
-    assert "Traceback" not in answer.text
-    assert health.status_code == 200  # the process itself is fine: do not restart it
+    assert body["reasons"] == {"store": "STORE_UNREACHABLE"}
+    assert body["checks"]["store"] == "STORE_UNREACHABLE"
+    assert str(port) not in answer.text and "Error" not in answer.text
+    assert health == 200  # the process itself is fine: do not restart it
+    assert str(port) in caplog.text  # the operator's log says what the driver said
+
+
+@pytest.mark.postgres
+async def test_readyz_never_names_the_database_or_shows_driver_text(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    base = make_url(server_url(POSTGRES_ENV, "PostgreSQL"))
+    hidden = "erp_prod_" + secrets.token_hex(4)  # PostgreSQL answers: database "..." does not exist
+    url = base.set(database=hidden).render_as_string(hide_password=False)
+    answer, _ = await _readyz_of(url, caplog)
+    assert answer.status_code == 503
+    assert answer.json()["reasons"] == {"store": "STORE_UNREACHABLE"}
+    assert hidden not in answer.text and "database" not in answer.text.lower()
+    assert hidden in caplog.text
 
 
 async def test_readyz_answers_503_when_the_schema_is_not_at_this_builds_head(ops: Ops) -> None:
@@ -132,7 +162,7 @@ async def test_readyz_answers_503_when_the_schema_is_not_at_this_builds_head(ops
         await conn.execute(sa.text(f"UPDATE {VERSION_TABLE} SET version_num = '0001'"))
     answer = await _get(ops.url + "/readyz")
     assert answer.status_code == 503
-    assert answer.json()["reasons"]["store"].startswith("DATABASE_SCHEMA_OUT_OF_DATE")
+    assert answer.json()["reasons"]["store"] == "DATABASE_SCHEMA_OUT_OF_DATE"
 
 
 async def test_metrics_move_with_governed_calls_with_low_cardinality_labels(ops: Ops) -> None:

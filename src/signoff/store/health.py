@@ -3,17 +3,30 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 
 import sqlalchemy.exc
 
+from signoff.core.disclosure import redact
 from signoff.core.ports import Store
 from signoff.store.errors import StoreError
 
 DEFAULT_TIMEOUT = 2.0
+STORE_TIMEOUT = "STORE_TIMEOUT"
+STORE_UNREACHABLE = "STORE_UNREACHABLE"
 
 
-async def store_problem(store: Store, *, timeout: float = DEFAULT_TIMEOUT) -> str | None:
-    """``None`` when ready, else one line saying why (never credentials or a traceback).
+@dataclass(frozen=True, slots=True)
+class StoreProblem:
+    """Why the store is not ready: ``code`` is stable and safe to show anyone (``/readyz`` is
+    unauthenticated); ``detail`` is for the operator's log (driver text, redacted)."""
+
+    code: str
+    detail: str
+
+
+async def store_problem(store: Store, *, timeout: float = DEFAULT_TIMEOUT) -> StoreProblem | None:
+    """``None`` when ready, else why.
 
     SQL stores: one round trip that reads the schema revision and compares it with the
     shipped migrations' head, bounded by ``timeout``. The memory store is always ready.
@@ -27,12 +40,13 @@ async def store_problem(store: Store, *, timeout: float = DEFAULT_TIMEOUT) -> st
         async with asyncio.timeout(timeout):
             await check_schema(store.engine)
     except TimeoutError:
-        return f"the database did not answer within {timeout:g} s"
+        return StoreProblem(STORE_TIMEOUT, f"the database did not answer within {timeout:g} s")
     except StoreError as exc:
-        return f"{exc.code}: {exc}"
+        return StoreProblem(exc.code, redact(str(exc)))
     except (OSError, sqlalchemy.exc.SQLAlchemyError) as exc:
-        detail = str(getattr(exc, "orig", None) or exc).splitlines()[0] if str(exc) else ""
-        return (
-            f"the database is unreachable ({type(exc).__name__}{': ' + detail if detail else ''})"
+        text = str(getattr(exc, "orig", None) or exc)
+        line = text.splitlines()[0] if text else ""
+        return StoreProblem(
+            STORE_UNREACHABLE, redact(f"{type(exc).__name__}{': ' + line if line else ''}")
         )
     return None

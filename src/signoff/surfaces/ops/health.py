@@ -2,11 +2,15 @@
 
 Ready means: the store answers and its schema is at this build's head, the manifests loaded at
 least one action, and the server is not shutting down. Not ready answers 503 with a JSON body
-naming each failed check, so a load balancer stops sending traffic and a person sees why.
+naming each failed check with a stable code (``STORE_UNREACHABLE``, ``STORE_TIMEOUT``,
+``DATABASE_SCHEMA_OUT_OF_DATE``…, ``NO_ACTIONS_LOADED``, ``SHUTTING_DOWN``), so a load balancer
+stops sending traffic; the endpoint is unauthenticated, so what the driver said (database names,
+hosts) goes to the log (``signoff.health``), never into the answer.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +31,9 @@ _TEMPLATES = Environment(
     autoescape=select_autoescape(["html"]),
 )
 _NO_STORE = {"Cache-Control": "no-store"}
+SHUTTING_DOWN = "SHUTTING_DOWN"
+NO_ACTIONS = "NO_ACTIONS_LOADED"
+log = logging.getLogger("signoff.health")
 
 
 @dataclass
@@ -40,16 +47,25 @@ class Health:
     timeout: float = DEFAULT_TIMEOUT
     links: dict[str, str] = field(default_factory=dict)
 
+    _logged: str | None = field(default=None, init=False, repr=False)
+
     async def problems(self) -> dict[str, str]:
-        """Failed checks by name; empty when ready."""
+        """Failed checks by name, each a stable code; empty when ready. What the driver said
+        goes to the log (once per change), never into the answer: ``/readyz`` is public."""
         failed: dict[str, str] = {}
         if self.draining is not None and self.draining.started:
-            failed["shutdown"] = "the server is shutting down"
+            failed["shutdown"] = SHUTTING_DOWN
         store = await store_problem(self.store, timeout=self.timeout)
         if store is not None:
-            failed["store"] = store
+            failed["store"] = store.code
+        if store is None or store.detail != self._logged:
+            if store is not None:
+                log.warning("not ready: the store: %s (%s)", store.code, store.detail)
+            elif self._logged is not None:
+                log.info("the store is ready again")
+            self._logged = store.detail if store is not None else None
         if self.actions() == 0:
-            failed["manifests"] = "no actions are loaded"
+            failed["manifests"] = NO_ACTIONS
         return failed
 
     async def healthz(self, _request: Request) -> Response:

@@ -38,7 +38,7 @@ from signoff.surfaces.draining import CountRequests, Draining
 from signoff.surfaces.mcp.identity import bearer_identity, fixed_identity
 from signoff.surfaces.mcp.server import SignoffMCP
 from signoff.surfaces.mcp.sessions import FairSessionManager, SessionLimits
-from signoff.surfaces.web.http import FaultBarrier
+from signoff.surfaces.web.http import FaultBarrier, UsableTargets
 
 MCP_PATH = "/mcp"
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
@@ -165,6 +165,7 @@ def build_http_app(
     middleware = [Middleware(FaultBarrier), *options.middleware]
     if options.draining is not None:
         middleware.insert(0, Middleware(CountRequests, draining=options.draining, skip=MCP_PATH))
+    middleware.insert(0, Middleware(UsableTargets))
     app = Starlette(
         debug=options.debug,
         routes=routes,

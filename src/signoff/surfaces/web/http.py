@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, unquote_to_bytes
 
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
@@ -94,6 +95,61 @@ def insufficient_scope(refusal: ScopeRefusal) -> JSONResponse:
     )
     response.headers["WWW-Authenticate"] = refusal.challenge()
     return response
+
+
+# In a path: no control character at all. In a query: none but tab, newline and carriage return
+# (a pasted search). NUL is what PostgreSQL refuses outright; the others are never meant.
+_PATH_UNUSABLE = re.compile(r"[\x00-\x1f\x7f]")
+_QUERY_UNUSABLE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+UNUSABLE_TARGET_MESSAGE = (
+    "The request's path or query holds a character that cannot be used (NUL or another control "
+    "character, or percent-escapes that are not UTF-8)."
+)
+
+
+def usable_target(scope: Scope) -> bool:
+    """Whether the request's path and query, percent-decoded, are UTF-8 without control
+    characters — so no route, and no database, ever sees such a value."""
+    raw = scope.get("raw_path") or str(scope.get("path", "")).encode("utf-8", "surrogatepass")
+    raw_path = bytes(raw).partition(b"?")[0]  # some servers leave the query on it
+    query = bytes(scope.get("query_string") or b"").replace(b"+", b" ")
+    try:
+        path = unquote_to_bytes(raw_path).decode("utf-8")
+        decoded_query = unquote_to_bytes(query).decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    decoded_path = str(scope.get("path", ""))
+    return not (
+        _PATH_UNUSABLE.search(path)
+        or _PATH_UNUSABLE.search(decoded_path)
+        or _QUERY_UNUSABLE.search(decoded_query)
+    )
+
+
+class UsableTargets:
+    """ASGI middleware, outermost: a path or query holding NUL, another control character or
+    percent-escapes that are not UTF-8 answers ``400 INPUT_VALIDATION_FAILED`` on every route
+    (MCP, API, inbox, links, callbacks, operator endpoints) and every store, before any route or
+    database sees it (PostgreSQL refused such a run id with a 500)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or usable_target(scope):
+            await self.app(scope, receive, send)
+            return
+        await _refusal(str(scope.get("path", "")))(scope, receive, send)
+
+
+def _refusal(path: str) -> Response:
+    if path.startswith("/approvals"):
+        page = (
+            "<!doctype html><meta charset=utf-8><title>signoff: bad request</title>"
+            f"<h1>Bad request</h1><p>{UNUSABLE_TARGET_MESSAGE} [{Code.INPUT_VALIDATION_FAILED}]</p>"
+        )
+        return HTMLResponse(page, status_code=400, headers={"Cache-Control": "no-store"})
+    return answer(Code.INPUT_VALIDATION_FAILED, UNUSABLE_TARGET_MESSAGE, status=400)
 
 
 class FaultBarrier:

@@ -105,6 +105,7 @@ def test_every_public_name_of_the_runtime_is_a_governed_operation_a_read_or_a_ch
         "purge_duplicates",
         "heartbeat",
         "drain",
+        "shutdown",  # SIGTERM: end this process's background work within the grace
     }
 
 

@@ -292,6 +292,9 @@ async def _http(
             grace=settings.shutdown_grace,
             own_logging=True,
         )
+        # What is left of the grace SIGTERM started bounds the background work too: queued
+        # work stays in the store for the next process, running work is cut off after it.
+        await application.runtime.shutdown(draining.remaining(settings.shutdown_grace))
 
 
 def _caller_or_exit(principal: str | None, tenant: str | None, roles: str | None) -> Caller:

@@ -53,6 +53,18 @@ class Background:
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
+    async def settle(self, timeout: float) -> int:
+        """Give everything still running ``timeout`` seconds, then cancel the rest (shutdown);
+        returns how many were cut off."""
+        if not self._tasks:
+            return 0
+        _, cut = await asyncio.wait(set(self._tasks), timeout=max(timeout, 0.0))
+        for task in cut:
+            task.cancel()
+        if cut:
+            await asyncio.wait(cut)
+        return len(cut)
+
     async def abandon(self) -> None:
         """Cancel everything still running, as a crash would (tests of recovery)."""
         for task in list(self._tasks):

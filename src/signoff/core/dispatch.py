@@ -19,6 +19,7 @@ from signoff.core.disclosure import raised, screened, screened_decision, told
 from signoff.core.registry import CompiledAction
 from signoff.core.results import ExecutionContext, ExecutionResult, GuardDecision
 from signoff.core.run import ActionRun
+from signoff.core.threads import HOOK_THREADS
 
 log = logging.getLogger("signoff")
 
@@ -46,10 +47,11 @@ def _is_async(hook: Hook) -> bool:
 
 
 async def call_hook(hook: Hook, context: ExecutionContext) -> Any:
-    """Await async hooks on the loop; run plain callables in a worker thread so they never block it."""
+    """Await async hooks on the loop; run plain callables in a worker thread (``threads.py``) so
+    they never block it."""
     if _is_async(hook):
         return await hook(context)
-    value = await asyncio.to_thread(hook, context)
+    value = await asyncio.get_running_loop().run_in_executor(HOOK_THREADS, hook, context)
     if inspect.isawaitable(value):
         value = await value
     return value
@@ -174,6 +176,8 @@ class AsyncLane:
         self._running = asyncio.Semaphore(max_concurrency)
         self._tenant_sems: dict[str, asyncio.Semaphore] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._started: set[asyncio.Task[Any]] = set()
+        self._closed = False
         self._idle = asyncio.Event()
         self._idle.set()
 
@@ -222,21 +226,56 @@ class AsyncLane:
     def submit(
         self, work: Callable[[], Coroutine[Any, Any, Any]], tenant_id: str = ""
     ) -> asyncio.Task[Any]:
-        """Run ``work`` in a slot already taken for ``tenant_id``."""
+        """Run ``work`` in a slot already taken for ``tenant_id`` (after ``close``: never — the
+        work stays queued in the store, for the next process's recovery)."""
         share = self._tenant_sems.setdefault(tenant_id, asyncio.Semaphore(self._tenant_running))
 
         async def runner() -> Any:
             try:
                 async with share, self._running:
-                    return await work()
+                    if self._closed:
+                        return None
+                    started = asyncio.current_task()
+                    assert started is not None
+                    self._started.add(started)
+                    try:
+                        return await work()
+                    finally:
+                        self._started.discard(started)
             finally:
                 self.release_slot(tenant_id)
 
         task = asyncio.get_running_loop().create_task(runner())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        if self._closed:
+            task.cancel()
         return task
 
     async def drain(self) -> None:
         """Wait until every submitted piece of work has finished."""
         await self._idle.wait()
+
+    def close(self) -> int:
+        """Start nothing more: work still waiting for a running place is dropped (its run was
+        committed before it was queued, so it stays in the store for recovery). Returns how
+        many were dropped."""
+        self._closed = True
+        waiting = [task for task in self._tasks if task not in self._started]
+        for task in waiting:
+            task.cancel()
+        return len(waiting)
+
+    async def stop(self, timeout: float) -> tuple[int, int]:
+        """``close``, then give the work already running ``timeout`` seconds to finish, then
+        cancel what is left, as a crash would. Returns (dropped before starting, cut off)."""
+        dropped = self.close()
+        running = set(self._tasks)
+        cut: set[asyncio.Task[Any]] = set()
+        if running:
+            _, cut = await asyncio.wait(running, timeout=max(timeout, 0.0))
+            for task in cut:
+                task.cancel()
+            if cut:
+                await asyncio.wait(cut)
+        return dropped, len(cut)

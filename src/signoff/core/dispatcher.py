@@ -108,6 +108,11 @@ class Dispatcher:
         if self._lane is not None:
             await self._lane.drain()
 
+    async def stop_background(self, timeout: float) -> tuple[int, int]:
+        """Shutdown: queued work never starts here; running work gets ``timeout`` seconds
+        (``AsyncLane.stop``)."""
+        return await self._lane.stop(timeout) if self._lane is not None else (0, 0)
+
     def lane_usage(self) -> tuple[int, int]:
         """(slots taken, capacity) of the background lane (for metrics)."""
         return self._background.occupied, self._background.capacity

@@ -12,6 +12,7 @@ commit machinery lives in the collaborators it composes and is not reachable fro
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -54,6 +55,8 @@ __all__ = [
     "RunPage",
     "Runtime",
 ]
+
+log = logging.getLogger("signoff.shutdown")
 
 DEFAULT_PENDING_PER_PRINCIPAL = 100
 """How many of one principal's requests may wait for approval at once (contract §9)."""
@@ -361,3 +364,21 @@ class Runtime:
         """Wait for shielded calls and background work to finish (tests, shutdown)."""
         await self._background.drain()
         await self._dispatcher.drain()
+
+    async def shutdown(self, grace: float) -> None:
+        """End this process's work within ``grace`` seconds (SIGTERM): background work that has
+        not started never starts here — its run is committed, so the next process's recovery
+        dispatches it — and whatever is still running when the grace is over is cut off, as a
+        crash would cut it (recovery decides what its run becomes)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(grace, 0.0)
+        dropped, cut = await self._dispatcher.stop_background(grace)
+        cut += await self._background.settle(deadline - loop.time())
+        if dropped or cut:
+            log.warning(
+                "shutdown: %d queued background run(s) left for the next process, "
+                "%d cut off after the grace",
+                dropped,
+                cut,
+                extra={"queued_left": dropped, "cut_off": cut, "grace_s": grace},
+            )

@@ -3,7 +3,8 @@
 On SIGTERM the HTTP server stops accepting connections, then ``begin()``: open long-polls
 (``signoff_get_run`` with ``wait_seconds``) return the run's current outcome at once, ``/readyz``
 answers 503, and the server waits (``settled``) until every call in flight has answered, for at
-most the grace period, before it closes the remaining idle streams and exits 0.
+most the grace period, before it closes the remaining idle streams. What is left of the grace
+then bounds the runtime's background work (``Runtime.shutdown``) before the process exits 0.
 """
 
 from __future__ import annotations
@@ -29,16 +30,26 @@ class Draining:
         self._idle = asyncio.Event()
         self._idle.set()
         self._in_flight = 0
+        self._deadline: float | None = None
 
     @property
     def started(self) -> bool:
         return self._started.is_set()
 
+    def remaining(self, grace: float) -> float:
+        """Seconds left of the shutdown grace (all of ``grace`` if no shutdown set a deadline)."""
+        if self._deadline is None:
+            return grace
+        return max(self._deadline - self._loop.time(), 0.0)
+
     @property
     def in_flight(self) -> int:
         return self._in_flight
 
-    def begin(self) -> None:
+    def begin(self, deadline: float | None = None) -> None:
+        """Shutdown begins; ``deadline`` (loop time) is when its grace ends."""
+        if deadline is not None and self._deadline is None:
+            self._deadline = deadline
         self._started.set()
 
     def begin_threadsafe(self) -> None:

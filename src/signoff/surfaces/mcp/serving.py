@@ -103,7 +103,7 @@ class GracefulServer(uvicorn.Server):
             server.close()
         for sock in sockets or []:
             sock.close()
-        self.draining.begin()
+        self.draining.begin(deadline)
         in_flight = self.draining.in_flight
         log.info(
             "shutting down: stopped accepting; %d call(s) in flight, grace %g s",

@@ -13,14 +13,10 @@ from __future__ import annotations
 import getpass
 import json
 from collections.abc import Callable
-from typing import Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
-from signoff.app import Application
 from signoff.cli import remote
 from signoff.cli.options import (
     DEFAULT_DATABASE_URL,
@@ -31,13 +27,15 @@ from signoff.cli.options import (
 from signoff.cli.plumbing import MISCONFIGURED, fail, with_application
 from signoff.cli.remote import ServerOption, TokenOption
 from signoff.cli.run_ids import resolve_run_id
-from signoff.core.approvals import DecisionRequest, DecisionResult
-from signoff.core.codes import Code, ExecutionStatus
-from signoff.core.identity import Channel
-from signoff.core.results import ActionOutcome
-from signoff.core.run import MAX_REASON_CHARS, ActionRun, ApprovalVote
-from signoff.surfaces.access.caller import Caller, IdentityError, make_caller
-from signoff.surfaces.web.views import describe, input_fields, pending_for, relative, run_json
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from signoff.app import Application
+    from signoff.core.approvals import DecisionResult
+    from signoff.core.results import ActionOutcome
+    from signoff.core.run import ActionRun
+    from signoff.surfaces.access.caller import Caller
 
 T = TypeVar("T")
 
@@ -52,11 +50,9 @@ AsOption = Annotated[
 RolesOption = Annotated[
     str, typer.Option("--roles", help="The approver's roles, comma separated (e.g. billing-lead).")
 ]
+# The bound (core.run.MAX_REASON_CHARS) is checked when the command runs.
 ReasonOption = Annotated[
-    str,
-    typer.Option(
-        "--reason", help=f"Why; kept in the audit trail (at most {MAX_REASON_CHARS} characters)."
-    ),
+    str, typer.Option("--reason", help="Why; kept in the audit trail (at most 2000 characters).")
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
 RunIdArgument = Annotated[
@@ -90,6 +86,9 @@ def _no_identity_flags(**given: object) -> None:
 
 
 def _caller(name: str | None, tenant: str, roles: str) -> Caller:
+    from signoff.core.codes import Code
+    from signoff.surfaces.access.caller import IdentityError, make_caller
+
     try:
         return make_caller(name, tenant, roles)
     except IdentityError as exc:
@@ -97,6 +96,11 @@ def _caller(name: str | None, tenant: str, roles: str) -> Caller:
 
 
 def _pending_table(application: Application, runs: list[ActionRun]) -> Table:
+    from rich.markup import escape
+    from rich.table import Table
+
+    from signoff.surfaces.web.views import input_fields, relative
+
     now = application.runtime.now()
     table = Table(title=f"{len(runs)} run{'s' * (len(runs) != 1)} waiting for approval")
     ids = [r.run_id for r in runs]
@@ -140,6 +144,11 @@ def _progress(r: ActionRun) -> str:
 
 
 def _run_table(application: Application, r: ActionRun) -> Table:
+    from rich.markup import escape
+    from rich.table import Table
+
+    from signoff.surfaces.web.views import input_fields, relative
+
     now = application.runtime.now()
     action = application.runtime.action(r.action_id)
     state = r.approval
@@ -177,6 +186,9 @@ def _run_table(application: Application, r: ActionRun) -> Table:
 
 
 def _print_decision(result: DecisionResult, as_json: bool) -> None:
+    from signoff.core.codes import Code
+    from signoff.surfaces.web.views import describe
+
     outcome = result.outcome
     if as_json:
         typer.echo(
@@ -204,6 +216,8 @@ def _print_decision(result: DecisionResult, as_json: bool) -> None:
 
 def _for_operator(outcome: ActionOutcome) -> str:
     """The outcome's message, except where it tells an agent which tool to call next."""
+    from signoff.core.codes import ExecutionStatus
+
     if outcome.status in (ExecutionStatus.ACCEPTED,):
         return (
             "The action runs in the background; follow it with "
@@ -215,6 +229,7 @@ def _for_operator(outcome: ActionOutcome) -> str:
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the top-level app."""
     approvals = typer.Typer(
+        rich_markup_mode=None,
         help="See and decide runs waiting for human approval (operator tool).",
         no_args_is_help=True,
     )
@@ -244,6 +259,10 @@ def register(app: typer.Typer) -> None:
         caller = _caller(name, tenant, roles) if name is not None else None
 
         async def work(application: Application) -> None:
+            from rich.console import Console
+
+            from signoff.surfaces.web.views import pending_for, run_json
+
             runs = await pending_for(application.runtime, tenant, caller, limit)
             if as_json:
                 views = [run_json(application.runtime, r, caller) for r in runs]
@@ -271,6 +290,11 @@ def register(app: typer.Typer) -> None:
         tenant = _local_tenant(tenant)
 
         async def work(application: Application) -> None:
+            from rich.console import Console
+
+            from signoff.core.codes import Code
+            from signoff.surfaces.web.views import run_json
+
             full = await resolve_run_id(application.store, run_id, tenant)
             found = await application.runtime.get_run(full, tenant) if full else None
             if found is None:
@@ -282,7 +306,7 @@ def register(app: typer.Typer) -> None:
 
         with_application(database, manifests, work)
 
-    def decide(vote: ApprovalVote) -> Callable[..., None]:
+    def decide(verb: str) -> Callable[..., None]:
         def command(
             run_id: RunIdArgument,
             name: AsOption = None,
@@ -295,6 +319,9 @@ def register(app: typer.Typer) -> None:
             server: ServerOption = None,
             token: TokenOption = None,
         ) -> None:
+            from signoff.core.codes import Code
+            from signoff.core.run import MAX_REASON_CHARS
+
             if len(reason) > MAX_REASON_CHARS:
                 fail(
                     f"--reason has more than {MAX_REASON_CHARS} characters",
@@ -302,15 +329,18 @@ def register(app: typer.Typer) -> None:
                 )
             if server is not None:
                 _no_identity_flags(tenant=tenant, as_=name, roles=roles)
-                verb = "approve" if vote is ApprovalVote.APPROVE else "reject"
                 remote.decide(remote.ApiClient(server, token), run_id, verb, reason, as_json)
                 return
             if name is None:
                 fail("--as is required without --server", "INVALID_ARGUMENT", MISCONFIGURED)
+            from signoff.core.approvals import DecisionRequest
+            from signoff.core.identity import Channel
+            from signoff.core.run import ApprovalVote
+
             caller = _caller(name, _local_tenant(tenant), roles)
             request = DecisionRequest(
                 approver=caller.principal,
-                vote=vote,
+                vote=ApprovalVote.APPROVE if verb == "approve" else ApprovalVote.REJECT,
                 reason=reason,
                 channel=Channel.CLI,
                 via=_operator(),
@@ -324,12 +354,11 @@ def register(app: typer.Typer) -> None:
 
             _print_decision(with_application(database, manifests, work), as_json)
 
-        verb = "Approve" if vote is ApprovalVote.APPROVE else "Reject"
         command.__doc__ = (
-            f"{verb} RUN_ID: with --server/--token through the server (which executes), else as "
+            f"{verb.capitalize()} RUN_ID: with --server/--token through the server (which executes), else as "
             "--as with --roles on the database; the run's rules decide whether it counts."
         )
         return command
 
-    approvals.command("approve")(decide(ApprovalVote.APPROVE))
-    approvals.command("reject")(decide(ApprovalVote.REJECT))
+    approvals.command("approve")(decide("approve"))
+    approvals.command("reject")(decide("reject"))

@@ -7,27 +7,33 @@ import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from signoff.audit.checkpoints import RoundOutcome, RoundRefused, checkpoint_heads
-from signoff.audit.export import export_lines
-from signoff.audit.keys import ENV, KeyRing, KeyRingError, generate_ed25519
-from signoff.audit.verify import VerifyReport, verify_trail
 from signoff.cli.options import DEFAULT_DATABASE_URL, DatabaseOption
 from signoff.cli.plumbing import fail, open_existing, run
+
+if TYPE_CHECKING:
+    from signoff.audit.checkpoints import RoundOutcome
+    from signoff.audit.keys import KeyRing
+    from signoff.audit.verify import VerifyReport
+
+# The key ring's environment variable (signoff.audit.keys.ENV; a test checks they agree).
+KEYS_ENV = "SIGNOFF_AUDIT_KEYS"
 
 TenantOption = Annotated[
     str | None, typer.Option("--tenant", help="Only this tenant (default: every tenant).")
 ]
 KeysOption = Annotated[
     Path | None,
-    typer.Option("--keys", envvar=ENV, help="The audit key ring (YAML); see docs/audit.md."),
+    typer.Option("--keys", envvar=KEYS_ENV, help="The audit key ring (YAML); see docs/audit.md."),
 ]
 
 
 def load_keys(path: Path | None) -> KeyRing | None:
+    from signoff.audit.keys import KeyRing, KeyRingError
+
     if path is None:
         return None
     try:
@@ -69,6 +75,8 @@ def register(app: typer.Typer) -> None:
         ] = None,
     ) -> None:
         """Events with their hashes in seq order, then the signed checkpoints, as JSON lines."""
+        from signoff.audit.export import export_lines
+
         start, end = _instant(since, "--since"), _instant(until, "--until")
 
         async def work() -> int:
@@ -98,6 +106,8 @@ def register(app: typer.Typer) -> None:
         keys: KeysOption = None,
     ) -> None:
         """Check the hash chains, the signed checkpoints and every run against its events."""
+        from signoff.audit.verify import verify_trail
+
         ring = load_keys(keys)
 
         async def work() -> VerifyReport:
@@ -135,10 +145,12 @@ def register(app: typer.Typer) -> None:
         keys: KeysOption = None,
     ) -> None:
         """Sign a checkpoint of every chain head that moved since its last one, as one round."""
+        from signoff.audit.checkpoints import RoundRefused, checkpoint_heads
+
         ring = load_keys(keys)
         if ring is None or ring.signing_key is None:
             fail(
-                f"checkpoints need a key ring with a signing_key (--keys or {ENV})",
+                f"checkpoints need a key ring with a signing_key (--keys or {KEYS_ENV})",
                 "AUDIT_KEYS_MISSING",
             )
 
@@ -171,6 +183,8 @@ def register(app: typer.Typer) -> None:
         ] = Path("."),
     ) -> None:
         """Make an Ed25519 key pair for signing checkpoints and print its key ring entry."""
+        from signoff.audit.keys import generate_ed25519
+
         if not key_id or "/" in key_id or os.sep in key_id or key_id.startswith("."):
             fail("a key id is a plain file name", "USAGE")
         try:

@@ -3,29 +3,23 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from signoff.cli.options import DEFAULT_MANIFESTS, ManifestsOption
-from signoff.core.definition import ApprovalSpec, default_approval_rule
-from signoff.manifest import (
-    LoadedAction,
-    ManifestErrors,
-    ManifestProblem,
-    ManifestSet,
-    load_manifests,
-    run_cases,
-    shipped_schema_text,
-)
-from signoff.manifest.errors import in_file_order
-from signoff.manifest.yaml_hints import excerpt
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+    from signoff.manifest import LoadedAction, ManifestProblem, ManifestSet
 
 
 def approval_rule(action: LoadedAction) -> str:
     """The approval rule in a few words, as the table shows it."""
+    from signoff.core.definition import ApprovalSpec, default_approval_rule
+
     spec = action.manifest.spec
     approval = spec.approval
     if approval is None:
@@ -60,6 +54,8 @@ def limits_rule(action: LoadedAction) -> str:
 
 
 def _table(loaded: ManifestSet) -> Table:
+    from rich.table import Table
+
     table = Table(title=f"{len(loaded.actions)} actions in {loaded.source}")
     for column in ("id", "effect", "risk", "approval", "limits", "executor"):
         table.add_column(column, overflow="fold")
@@ -79,6 +75,9 @@ def _table(loaded: ManifestSet) -> Table:
 
 def _report(err: Console, problems: list[ManifestProblem]) -> None:
     """Each problem (error or warning) with its source line and a caret, in file order."""
+    from signoff.manifest.errors import in_file_order
+    from signoff.manifest.yaml_hints import excerpt
+
     for problem in in_file_order(problems):
         err.print(str(problem), markup=False, highlight=False, soft_wrap=True)
         shown = excerpt(problem)
@@ -94,6 +93,8 @@ def check_manifests(source: Path, out: Console, err: Console) -> int:
     """Validate, print the table and the test cases; the exit status (0 only if all is well).
 
     Warnings are printed like problems (marked ``warning``) and do not change the status."""
+    from signoff.manifest import ManifestErrors, load_manifests, run_cases
+
     try:
         loaded = load_manifests(source)
     except ManifestErrors as exc:
@@ -146,6 +147,8 @@ def register(app: typer.Typer) -> None:
         manifests: ManifestsOption = DEFAULT_MANIFESTS,
     ) -> None:
         """Validate the action manifests and run their tests: cases; exit 1 listing every error."""
+        from rich.console import Console
+
         status = check_manifests(
             directory if directory is not None else Path(manifests),
             Console(),
@@ -156,4 +159,6 @@ def register(app: typer.Typer) -> None:
     @app.command("schema")
     def schema() -> None:
         """Print the JSON Schema of the manifest format (for editor completion and checks)."""
+        from signoff.manifest import shipped_schema_text
+
         typer.echo(shipped_schema_text(), nl=False)

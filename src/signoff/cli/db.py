@@ -11,7 +11,6 @@ import typer
 from signoff.cli.options import DEFAULT_DATABASE_URL, DatabaseOption
 from signoff.cli.plumbing import fail, open_existing, run
 from signoff.store.factory import MEMORY_URL
-from signoff.store.retention import purge_duplicates
 
 T = TypeVar("T")
 _DURATION = re.compile(r"^(?:[0-9]+(?:ms|s|m|h|d))+$")
@@ -19,7 +18,9 @@ _DURATION = re.compile(r"^(?:[0-9]+(?:ms|s|m|h|d))+$")
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the top-level app."""
-    db = typer.Typer(help="Database schema and housekeeping.", no_args_is_help=True)
+    db = typer.Typer(
+        rich_markup_mode=None, help="Database schema and housekeeping.", no_args_is_help=True
+    )
     app.add_typer(db, name="db")
 
     @db.command("upgrade")
@@ -59,6 +60,7 @@ def register(app: typer.Typer) -> None:
         if not _DURATION.match(older_than):
             fail(f"not a duration: {older_than!r} (e.g. 24h, 7d, 1h30m)", "INVALID_ARGUMENT")
         from signoff.manifest.durations import parse_duration
+        from signoff.store.retention import purge_duplicates
 
         retention = parse_duration(older_than)  # matched above, so never empty
 

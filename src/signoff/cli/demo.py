@@ -16,27 +16,19 @@ import shutil
 import socket
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from signoff.app import Application
-from signoff.cli.hosting import HostOption, PortOption, misconfigured, reloading, serve_application
+from signoff.cli.hosting import HostOption, PortOption
 from signoff.cli.options import DEFAULT_DATABASE_URL, DatabaseOption, ManifestsOption
 from signoff.cli.plumbing import fail
 from signoff.demo import MANIFESTS as DEMO_MANIFESTS
 from signoff.store.factory import MEMORY_URL
-from signoff.surfaces.access.jwt import JwtConfig, JwtVerifier, issue_token
-from signoff.surfaces.access.scopes import Scopes
-from signoff.surfaces.mcp.http import (
-    BearerAuth,
-    HttpOptions,
-    build_http_app,
-    is_loopback,
-    signoff_mcp,
-)
-from signoff.surfaces.mcp.serving import serve_http
-from signoff.surfaces.web import WebConfig, WebNotifications, build_web
+from signoff.surfaces.addresses import is_loopback
+
+if TYPE_CHECKING:
+    from signoff.app import Application
 
 DEMO_TENANT = "demo"
 # Where the demo invoices domain (signoff.demo.invoices) keeps its own tables (its default file name).
@@ -60,6 +52,12 @@ def demo(
     ] = False,
 ) -> None:
     """Serve the demo actions over HTTP on localhost and print how to connect."""
+    from signoff.cli.hosting import misconfigured, reloading, serve_application
+    from signoff.surfaces.access.jwt import JwtConfig, JwtVerifier
+    from signoff.surfaces.mcp.http import BearerAuth, HttpOptions, build_http_app, signoff_mcp
+    from signoff.surfaces.mcp.serving import serve_http
+    from signoff.surfaces.web import WebConfig, WebNotifications, build_web
+
     if not is_loopback(host):
         misconfigured("the demo serves on a loopback address only (its tokens are printed)")
     state = state_dir.resolve()
@@ -168,6 +166,9 @@ def stdio_snippet(database: str, manifests: Path) -> dict[str, Any]:
 def _print_instructions(
     state: Path, public_url: str, secret: str, database: str, manifests: Path
 ) -> None:
+    from signoff.surfaces.access.jwt import issue_token
+    from signoff.surfaces.access.scopes import Scopes
+
     scopes = Scopes()
     agent_token = issue_token(
         secret,

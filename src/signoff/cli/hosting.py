@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import gc
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from signoff.app import Application, NotifierFactory, Settings, start_application
 from signoff.cli.plumbing import MISCONFIGURED, fail
-from signoff.core.observe import RuntimeObserver
-from signoff.store.errors import StoreError
-from signoff.surfaces.mcp.server import SignoffMCP
+
+if TYPE_CHECKING:
+    from signoff.app import Application, NotifierFactory
+    from signoff.core.observe import RuntimeObserver
+    from signoff.surfaces.mcp.server import SignoffMCP
 
 HostOption = Annotated[str, typer.Option("--host", help="http: address to bind.")]
 PortOption = Annotated[int, typer.Option("--port", help="http: port to bind.")]
@@ -35,6 +35,10 @@ def serve_application(
     observer: RuntimeObserver | None = None,
 ) -> None:
     """Build the application inside the serving loop (stores bind to it), run, close."""
+    import asyncio
+
+    from signoff.app import Settings, start_application
+    from signoff.store.errors import StoreError
 
     if not Path(manifests).is_dir():
         fail(f"cannot start: {manifests}/ not found (pass --manifests DIR)", "MANIFESTS_NOT_FOUND")

@@ -7,8 +7,6 @@ from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from signoff.cli.options import (
     DEFAULT_DATABASE_URL,
@@ -17,12 +15,13 @@ from signoff.cli.options import (
     ManifestsOption,
 )
 from signoff.cli.plumbing import fail, open_existing, registry_or_fail, run
-from signoff.core.limits import LimitCheck, current_usage, subject_of, usage_record
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the top-level app."""
-    limits = typer.Typer(help="Cumulative limits (spec.limits).", no_args_is_help=True)
+    limits = typer.Typer(
+        rich_markup_mode=None, help="Cumulative limits (spec.limits).", no_args_is_help=True
+    )
     app.add_typer(limits, name="limits")
 
     @limits.command("usage")
@@ -40,6 +39,11 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
     ) -> None:
         """Each limit of ACTION: calls and sum in its window for the subject, against the max."""
+        from rich.console import Console
+        from rich.table import Table
+
+        from signoff.core.limits import LimitCheck, current_usage, subject_of, usage_record
+
         registry = registry_or_fail(manifests)
         compiled = registry.resolve(action)
         if compiled is None:

@@ -3,26 +3,23 @@
 Exit status: ``0`` done; ``1`` refused (a stable code says why); ``2`` the command line or the
 server's configuration is wrong (also typer's own usage errors). Every refusal is one line on
 stderr ending in ``[CODE]``.
+
+Everything heavy (the store, the application, the manifests) is imported inside the function
+that needs it, so a command's ``--help`` loads none of it (``tests/cli/test_start_up.py``).
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import NoReturn, TypeVar
+from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 import typer
-from rich.console import Console
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
 
-from signoff.app import Application, Settings, build_application, load_registry
-from signoff.core.ports import Store
-from signoff.core.registry import ActionRegistry
-from signoff.manifest import ManifestErrors
-from signoff.store.errors import StoreError
-from signoff.store.factory import MEMORY_URL, open_store
+if TYPE_CHECKING:
+    from signoff.app import Application
+    from signoff.core.ports import Store
+    from signoff.core.registry import ActionRegistry
 
 T = TypeVar("T")
 
@@ -32,12 +29,17 @@ MISCONFIGURED = 2
 
 def fail(message: str, code: str, status: int = REFUSED) -> NoReturn:
     """One line on stderr, ``message [CODE]``, and exit ``status`` (non-zero)."""
+    from rich.console import Console
+
     Console(stderr=True).print(f"{message} [{code}]", markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(status)
 
 
 def run(work: Awaitable[T]) -> T:
     """Run ``work``; a store problem becomes one line and exit 1."""
+    import asyncio
+
+    from signoff.store.errors import StoreError
 
     async def main() -> T:
         return await work
@@ -50,11 +52,18 @@ def run(work: Awaitable[T]) -> T:
 
 async def open_existing(url: str) -> Store:
     """Open a database for reading; never creates or migrates one (SQLite included)."""
+    from signoff.store.factory import open_store
+
     _require_existing(url)
     return await open_store(url, upgrade=False)
 
 
 def _require_existing(url: str) -> None:
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    from signoff.store.factory import MEMORY_URL
+
     if url == MEMORY_URL:
         return
     try:
@@ -69,6 +78,9 @@ def _require_existing(url: str) -> None:
 
 def registry_or_fail(manifests: str) -> ActionRegistry:
     """Load the manifests or fail saying why: a missing directory, or how many problems."""
+    from signoff.app import load_registry
+    from signoff.manifest import ManifestErrors
+
     directory = Path(manifests)
     if not directory.is_dir():
         fail(
@@ -90,6 +102,7 @@ def with_application(
     database: str, manifests: str, work: Callable[[Application], Awaitable[T]]
 ) -> T:
     """Open the existing database and the manifests, run ``work``, drain and close."""
+    from signoff.app import Settings, build_application
 
     async def main() -> T:
         registry = registry_or_fail(manifests)

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from signoff.app import Application
 from signoff.cli.options import (
     DEFAULT_DATABASE_URL,
     DEFAULT_MANIFESTS,
@@ -15,7 +14,10 @@ from signoff.cli.options import (
     ManifestsOption,
 )
 from signoff.cli.plumbing import with_application
-from signoff.core.recovery import RecoveryReport
+
+if TYPE_CHECKING:
+    from signoff.app import Application
+    from signoff.core.recovery import RecoveryReport
 
 
 def recover(

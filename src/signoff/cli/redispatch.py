@@ -10,11 +10,10 @@ effect runs in this process. A refusal exits 1 with one line ending in the stabl
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from signoff.app import Application
 from signoff.cli.approvals import AsOption, JsonOption, RolesOption, RunIdArgument, TenantOption
 from signoff.cli.approvals import _caller as caller_of
 from signoff.cli.approvals import _operator as os_user
@@ -25,11 +24,10 @@ from signoff.cli.options import (
     ManifestsOption,
 )
 from signoff.cli.plumbing import fail, with_application
-from signoff.core.codes import Code
-from signoff.core.identity import Channel
-from signoff.core.results import ActionOutcome
-from signoff.core.run import MAX_REASON_CHARS
-from signoff.core.runtime import RepairRequest
+
+if TYPE_CHECKING:
+    from signoff.app import Application
+    from signoff.core.results import ActionOutcome
 
 
 def redispatch(
@@ -45,6 +43,11 @@ def redispatch(
     as_json: JsonOption = False,
 ) -> None:
     """Re-dispatch RUN_ID (FAILED / MANUAL_REVIEW, idempotent executor) with its operation id."""
+    from signoff.core.codes import Code
+    from signoff.core.identity import Channel
+    from signoff.core.run import MAX_REASON_CHARS
+    from signoff.core.runtime import RepairRequest
+
     if not reason.strip() or len(reason) > MAX_REASON_CHARS:
         fail("--reason is required (at most 2000 characters)", Code.INPUT_VALIDATION_FAILED)
     caller = caller_of(name, tenant, roles)

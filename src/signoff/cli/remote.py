@@ -15,15 +15,10 @@ from collections.abc import Mapping
 from typing import Annotated, Any, NoReturn
 from urllib.parse import quote, urlsplit
 
-import httpx
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
 from signoff.cli.plumbing import MISCONFIGURED, fail
-from signoff.core.codes import Code
-from signoff.surfaces.mcp.http import is_loopback
+from signoff.surfaces.addresses import is_loopback
 
 ServerOption = Annotated[
     str | None,
@@ -42,12 +37,13 @@ TokenOption = Annotated[
         show_default=False,
     ),
 ]
-TIMEOUT = httpx.Timeout(30.0, connect=5.0)
-# How an HTTP status the API answers without a JSON code reads.
+# Seconds: the whole request, and connecting.
+TIMEOUT_SECONDS, CONNECT_SECONDS = 30.0, 5.0
+# How an HTTP status the API answers without a JSON code reads (core.codes.Code's values).
 _STATUS_CODES = {
-    401: Code.UNAUTHENTICATED,
-    403: Code.INSUFFICIENT_SCOPE,
-    404: Code.ACTION_RUN_NOT_FOUND,
+    401: "UNAUTHENTICATED",
+    403: "INSUFFICIENT_SCOPE",
+    404: "ACTION_RUN_NOT_FOUND",
 }
 
 
@@ -67,8 +63,11 @@ class ApiClient:
         return self._call("POST", path, json=body)
 
     def _call(self, method: str, path: str, **options: Any) -> dict[str, Any]:
+        import httpx
+
+        timeout = httpx.Timeout(TIMEOUT_SECONDS, connect=CONNECT_SECONDS)
         try:
-            with httpx.Client(timeout=TIMEOUT, follow_redirects=False) as http:
+            with httpx.Client(timeout=timeout, follow_redirects=False) as http:
                 response = http.request(method, self.base + path, headers=self._headers, **options)
         except httpx.HTTPError as exc:
             fail(f"cannot reach {self.base}: {type(exc).__name__}", "SERVER_UNREACHABLE")
@@ -125,6 +124,10 @@ def decide(client: ApiClient, run_id: str, verb: str, reason: str, as_json: bool
 
 
 def list_pending(client: ApiClient, limit: int, as_json: bool) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
     answer = client.get("/api/approvals", {"limit": str(limit)})
     if as_json:
         typer.echo(json.dumps(answer))
@@ -150,6 +153,10 @@ def list_pending(client: ApiClient, limit: int, as_json: bool) -> None:
 
 
 def show(client: ApiClient, run_id: str, as_json: bool) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
     answer = client.get(run_path(run_id))
     if as_json:
         typer.echo(json.dumps(answer))

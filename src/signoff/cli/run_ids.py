@@ -7,8 +7,12 @@ an id): one indexed query of two rows tells none, one, or several.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from signoff.cli.plumbing import fail
-from signoff.core.ports import Store
+
+if TYPE_CHECKING:
+    from signoff.core.ports import Store
 
 MIN_PREFIX = 6
 

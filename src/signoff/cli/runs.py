@@ -6,19 +6,21 @@ import json
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
 from signoff.cli import redispatch
 from signoff.cli.options import DEFAULT_DATABASE_URL, DatabaseOption
 from signoff.cli.plumbing import fail, open_existing, run
 from signoff.cli.run_ids import resolve_run_id
-from signoff.core.ports import AuditEvent
-from signoff.core.run import ActionRun, RunStatus
+from signoff.core.statuses import RunStatus
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from signoff.core.ports import AuditEvent
+    from signoff.core.run import ActionRun
 
 TenantOption = Annotated[
     str | None,
@@ -122,6 +124,8 @@ def _when(value: str | None, option: str) -> datetime | None:
 
 
 def _runs_table(runs: list[ActionRun]) -> Table:
+    from rich.table import Table
+
     table = Table(title=f"{len(runs)} run{'s' * (len(runs) != 1)}, newest first")
     # An id is copied and pasted: never wrapped, whatever the terminal width.
     table.add_column(
@@ -144,6 +148,9 @@ def _runs_table(runs: list[ActionRun]) -> Table:
 
 
 def _run_table(r: ActionRun) -> Table:
+    from rich.markup import escape
+    from rich.table import Table
+
     table = Table(title=f"run {r.run_id}", show_header=False)
     table.add_column("field", style="bold")
     table.add_column("value", overflow="fold")
@@ -181,6 +188,8 @@ def _result_line(r: ActionRun) -> str:
 
 
 def _audit_table(events: list[AuditEvent]) -> Table:
+    from rich.table import Table
+
     table = Table(title="audit")
     for column in ("seq", "at", "kind", "actor", "status", "code"):
         table.add_column(column, overflow="fold")
@@ -199,6 +208,7 @@ def _audit_table(events: list[AuditEvent]) -> Table:
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the top-level app."""
     runs = typer.Typer(
+        rich_markup_mode=None,
         help="Inspect governed runs in the database; re-dispatch one after review.",
         no_args_is_help=True,
     )
@@ -244,6 +254,8 @@ def register(app: typer.Typer) -> None:
         if as_json:
             typer.echo("[" + ",".join(r.model_dump_json() for r in found) + "]")
             return
+        from rich.console import Console
+
         Console().print(_runs_table(found))
 
     @runs.command("show")
@@ -274,6 +286,8 @@ def register(app: typer.Typer) -> None:
             ]
             typer.echo(json.dumps({"run": json.loads(found.model_dump_json()), "audit": audit}))
             return
+        from rich.console import Console
+
         console = Console()
         console.print(_run_table(found))
         console.print(_audit_table(events))

@@ -6,20 +6,14 @@ an option given on the command line wins. docs/operations.md has the full table.
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from signoff.observability.logs import LogFormat
+from signoff.cli.choices import Transport as Transport
+from signoff.observability.formats import LogFormat
 from signoff.surfaces.draining import DEFAULT_GRACE
-
-
-class Transport(StrEnum):
-    STDIO = "stdio"
-    HTTP = "http"
-
 
 LogLevel = Literal["debug", "info", "warning", "error", "critical"]
 

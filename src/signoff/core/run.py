@@ -11,38 +11,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from signoff.core.definition import ExecutorMode
 from signoff.core.identity import Channel, Principal, ProposerType
 from signoff.core.results import ExecutionResult, JsonObject
-
-
-class RunStatus(StrEnum):
-    REQUESTED = "REQUESTED"
-    VALIDATING = "VALIDATING"
-    POLICY_EVALUATED = "POLICY_EVALUATED"
-    WAITING_APPROVAL = "WAITING_APPROVAL"
-    RUNNING = "RUNNING"
-    WAITING_EXTERNAL = "WAITING_EXTERNAL"
-    SUCCEEDED = "SUCCEEDED"
-    FAILED = "FAILED"
-    DENIED = "DENIED"
-    CANCELLED = "CANCELLED"
-    EXPIRED = "EXPIRED"
-    RUNTIME_FAILED = "RUNTIME_FAILED"
-
-    @property
-    def is_terminal(self) -> bool:
-        return self in TERMINAL_STATUSES
-
-
-TERMINAL_STATUSES = frozenset(
-    {
-        RunStatus.SUCCEEDED,
-        RunStatus.FAILED,
-        RunStatus.DENIED,
-        RunStatus.CANCELLED,
-        RunStatus.EXPIRED,
-        RunStatus.RUNTIME_FAILED,
-    }
-)
-NON_TERMINAL_STATUSES = frozenset(set(RunStatus) - TERMINAL_STATUSES)
+from signoff.core.statuses import NON_TERMINAL_STATUSES as NON_TERMINAL_STATUSES
+from signoff.core.statuses import TERMINAL_STATUSES as TERMINAL_STATUSES
+from signoff.core.statuses import RunStatus as RunStatus
 
 _S = RunStatus
 # The only allowed moves. Anything else is refused by ``ActionRun.advance``; terminal runs have no row.

@@ -13,16 +13,11 @@ import json
 import logging
 import sys
 from datetime import UTC, datetime
-from enum import StrEnum
 from typing import Any, TextIO
 
 from pythonjsonlogger.json import JsonFormatter
 
-
-class LogFormat(StrEnum):
-    TEXT = "text"
-    JSON = "json"
-
+from signoff.observability.formats import LogFormat as LogFormat
 
 LEVELS = ("debug", "info", "warning", "error", "critical")
 # Attributes every LogRecord has; anything else on a record came from ``extra=``.

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from signoff.core.ports import Store
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from signoff.core.ports import Store
 
 MEMORY_URL = "memory://"
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///signoff.db"

@@ -10,7 +10,6 @@ callbacks) is mounted by those surfaces through ``routes``/``middleware``/``life
 
 from __future__ import annotations
 
-import ipaddress
 import json
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -34,6 +33,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from signoff.core.runtime import Runtime
 from signoff.surfaces.access.caller import Caller
 from signoff.surfaces.access.scopes import ScopeRefusal, Scopes
+from signoff.surfaces.addresses import is_loopback
 from signoff.surfaces.draining import CountRequests, Draining
 from signoff.surfaces.mcp.identity import bearer_identity, fixed_identity
 from signoff.surfaces.mcp.server import SignoffMCP
@@ -101,15 +101,6 @@ def authorization_servers(env: Mapping[str, str], issuer: str | None) -> list[st
         if urlsplit(server).scheme not in ("http", "https") or not urlsplit(server).netloc:
             raise ValueError(f"SIGNOFF_AUTHORIZATION_SERVER: not an http(s) URL: {server!r}")
     return servers
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def build_http_app(

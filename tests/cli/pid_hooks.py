@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from signoff import ExecutionContext
+from signoff import ExecutionContext, GuardDecision
 
 
 def send(context: ExecutionContext) -> dict[str, Any]:
@@ -15,3 +15,10 @@ def send(context: ExecutionContext) -> dict[str, Any]:
         # Set only in the operator's shell by the test: it must never reach the executor.
         "payments_token": os.environ.get("PAYMENTS_TOKEN"),
     }
+
+
+def refuse_blocked(context: ExecutionContext) -> GuardDecision:
+    """Refuses payments to "Blocked Ltd" immediately before dispatch (after any approval)."""
+    if context.input["to"] == "Blocked Ltd":
+        return GuardDecision.deny("PAYEE_BLOCKED", "The payee is blocked.")
+    return GuardDecision.allow()

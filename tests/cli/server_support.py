@@ -71,6 +71,26 @@ spec:
     approvers: {roles: [payer-lead], count: 2}
     expires_after: 1h
   executor: {mode: sync, python: "tests.cli.pid_hooks:send"}
+---
+apiVersion: signoff/v1
+kind: Action
+metadata: {id: pay.guarded, title: Send a checked payment, description: A guard checks the payee.}
+spec:
+  effect: financial
+  risk: high
+  input:
+    type: object
+    properties: {to: {type: string}, amount: {type: number}}
+    required: [to, amount]
+    additionalProperties: false
+  idempotency: {key: required, scope: principal}
+  policy: {roles: [payer]}
+  approval:
+    when: "true"
+    approvers: {roles: [payer-lead], count: 1}
+    expires_after: 1h
+  guard: tests.cli.pid_hooks:refuse_blocked
+  executor: {mode: sync, python: "tests.cli.pid_hooks:send"}
 """
 
 

@@ -1,4 +1,4 @@
-"""The operator's CLI as an operator uses it: copyable ids, id prefixes, readable results,
+"""The operator's CLI as an operator uses it: copyable short ids, readable results,
 filters, and messages meant for people rather than agents."""
 
 from __future__ import annotations
@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -15,6 +16,9 @@ from typer.testing import CliRunner, Result
 from signoff import ActionProposal, Channel, Code, Principal, ProposerType
 from signoff.app import Application
 from signoff.cli import app as cli
+from signoff.core import pipeline
+from signoff.core.clock import new_run_id
+from signoff.core.short_ids import short_id
 from signoff.demo.invoices.db import ensure_seeded
 from tests.web.test_end_to_end import MANIFESTS, with_application
 
@@ -28,13 +32,6 @@ def _invoke(database: str, *args: str, columns: int = 80) -> Result:
     runner = CliRunner(env={"COLUMNS": str(columns), "TERM": "dumb"})
     manifests = ["--manifests", str(MANIFESTS)] if args[0] == "approvals" else []
     return runner.invoke(cli, [*args, "--database", database, *manifests])
-
-
-def _common_start(a: str, b: str) -> str:
-    n = 0
-    while n < min(len(a), len(b)) and a[n] == b[n]:
-        n += 1
-    return a[:n]
 
 
 def _propose(
@@ -67,41 +64,93 @@ def database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     return f"sqlite+aiosqlite:///{tmp_path / 'signoff.db'}"
 
 
-def test_approvals_list_at_80_columns_keeps_every_run_id_on_one_line(database: str) -> None:
+def test_tables_at_80_columns_show_each_runs_short_id_whole_on_one_line(database: str) -> None:
     runs = _propose(
         database,
         ("invoice.cancel", {"invoice_id": "INV-1002", "amount": 4200.0}, "c-1", AGENT),
         ("invoice.send_reminder", {"invoice_id": "INV-1006", "tone": "firm"}, "r-1", AGENT),
     )
     listed = _invoke(database, "approvals", "list", "--tenant", "acme", columns=80)
-    assert listed.exit_code == 0, listed.output
-    lines = listed.stdout.splitlines()
-    for run_id, _ in runs:
-        assert any(run_id in line for line in lines), listed.stdout
+    in_runs = _invoke(database, "runs", "list", columns=80)
+    for table in (listed, in_runs):
+        assert table.exit_code == 0, table.output
+        lines = table.stdout.splitlines()
+        assert max(map(len, lines)) <= 80
+        for run_id, _ in runs:
+            assert any(short_id(run_id) in line for line in lines), table.stdout
 
 
-def test_a_unique_start_of_a_run_id_is_enough_and_an_ambiguous_one_is_refused(
-    database: str,
+@pytest.fixture
+def tails(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The random tails the next runs get, in order."""
+    wanted: list[str] = []
+
+    def chosen() -> Iterator[str]:
+        while True:
+            real = new_run_id()
+            yield real[:-12] + wanted.pop(0) if wanted else real
+
+    ids = chosen()
+    monkeypatch.setattr(pipeline, "new_run_id", lambda: next(ids))
+    return wanted
+
+
+def test_a_short_id_or_a_start_of_it_names_a_run_and_a_shared_start_is_refused(
+    database: str, tails: list[str]
 ) -> None:
+    tails.extend(["abcdef111111", "abcdef222222"])
     (cancel, _), (reminder, _) = _propose(
         database,
         ("invoice.cancel", {"invoice_id": "INV-1002", "amount": 4200.0}, "c-1", AGENT),
         ("invoice.send_reminder", {"invoice_id": "INV-1006", "tone": "firm"}, "r-1", AGENT),
     )
-    shared = _common_start(cancel, reminder)
-    unique = cancel[: len(shared) + 1]
-    assert len(shared) >= 6  # UUIDv7 ids made in the same second share their first digits
-    shown = _invoke(database, "approvals", "show", unique, "--tenant", "acme")
-    ambiguous = _invoke(database, "approvals", "approve", shared, *LEAD)
-    approved = _invoke(database, "approvals", "approve", unique, *LEAD)
-    in_runs = _invoke(database, "runs", "show", unique)
+    shown = _invoke(database, "approvals", "show", "abcdef111111", "--tenant", "acme")
+    ambiguous = _invoke(database, "approvals", "approve", "abcdef", *LEAD)
+    approved = _invoke(database, "approvals", "approve", "ABCDEF1", *LEAD)
+    in_runs = _invoke(database, "runs", "show", "abcdef2")
+    too_short = _invoke(database, "runs", "show", "abcde")
     assert shown.exit_code == 0 and cancel in shown.stdout
     assert ambiguous.exit_code == 1
     assert ambiguous.stderr.strip().endswith("[RUN_ID_AMBIGUOUS]")
     assert approved.exit_code == 0, approved.output
     # The CLI records the decision; a serving process dispatches it (contract §8).
     assert f"[APPROVAL_AWAITING_DISPATCH]; run {cancel} resumes" in approved.stdout
-    assert in_runs.exit_code == 0 and cancel in in_runs.stdout
+    assert in_runs.exit_code == 0 and reminder in in_runs.stdout
+    assert too_short.exit_code == 1
+    assert too_short.stderr.strip().endswith("[ACTION_RUN_NOT_FOUND]")
+
+
+def test_a_short_id_is_looked_up_in_the_tenant_given_only(database: str, tails: list[str]) -> None:
+    tails.append("abcdef111111")
+    _propose(
+        database,
+        ("invoice.cancel", {"invoice_id": "INV-1002", "amount": 4200.0}, "c-1", AGENT),
+    )
+    here = _invoke(database, "approvals", "show", "abcdef", "--tenant", "acme")
+    elsewhere = _invoke(database, "approvals", "show", "abcdef", "--tenant", "globex")
+    assert here.exit_code == 0, here.output
+    assert elsewhere.exit_code == 1
+    assert elsewhere.stderr.strip().endswith("[ACTION_RUN_NOT_FOUND]")
+
+
+def test_a_run_waiting_for_approval_reads_pending_approval_and_either_name_filters(
+    database: str,
+) -> None:
+    ((cancel, code),) = _propose(
+        database,
+        ("invoice.cancel", {"invoice_id": "INV-1002", "amount": 4200.0}, "c-1", AGENT),
+    )
+    assert code == Code.APPROVAL_REQUIRED
+    pending = _invoke(database, "runs", "list", "--status", "PENDING_APPROVAL")
+    alias = _invoke(database, "runs", "list", "--status", "waiting_approval")
+    unknown = _invoke(database, "runs", "list", "--status", "LIMBO")
+    shown = _invoke(database, "runs", "show", cancel)
+    assert pending.exit_code == alias.exit_code == 0, pending.output
+    assert short_id(cancel) in pending.stdout and short_id(cancel) in alias.stdout
+    assert "PENDING_APPROVAL" in pending.stdout and "WAITING_APPROVAL" not in pending.stdout
+    assert "PENDING_APPROVAL" in shown.stdout and "WAITING_APPROVAL" not in shown.stdout
+    assert unknown.exit_code == 2
+    assert unknown.stderr.strip().endswith("[INVALID_ARGUMENT]")
 
 
 def test_approving_background_work_tells_the_operator_a_command_not_an_agent_tool(

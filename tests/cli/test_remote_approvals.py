@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from signoff import Code
 from signoff.cli import app
+from signoff.core.short_ids import short_id
 from tests.cli.server_support import AGENT, LEAD, Server, cli, serving
 from tests.surfaces.support import http_client
 
@@ -23,13 +24,11 @@ async def server(tmp_path: Path) -> AsyncIterator[Server]:
         yield served
 
 
-async def propose(server: Server) -> str:
+async def propose(
+    server: Server, action: str = "pay_send", to: str = "ACME Supplies", key: str = "p-1"
+) -> str:
     async with http_client(server.url, AGENT) as agent:
-        tools = (await agent.list_tools()).tools
-        name = next(t.name for t in tools if t.name in ("pay.send", "pay_send"))
-        result = await agent.call_tool(
-            name, {"to": "ACME Supplies", "amount": 900, "idempotency_key": "p-1"}
-        )
+        result = await agent.call_tool(action, {"to": to, "amount": 900, "idempotency_key": key})
     assert result.structured_content is not None
     assert result.structured_content["code"] == Code.APPROVAL_REQUIRED
     return str(result.structured_content["run_id"])
@@ -83,6 +82,47 @@ async def test_an_agent_token_on_the_cli_is_refused_by_the_server_and_nothing_is
     )
     assert status == 0, err
     assert [run["run_id"] for run in json.loads(out)["approvals"]] == [run_id]
+
+
+async def test_an_approval_the_guard_then_denies_exits_3_with_the_runs_code(
+    server: Server,
+) -> None:
+    run_id = await propose(server, "pay_guarded", to="Blocked Ltd")
+    status, out, err, _ = await cli(
+        server, "approvals", "approve", run_id, "--server", server.url, SIGNOFF_TOKEN=LEAD
+    )
+    assert status == 3, err
+    assert f"run {run_id} is now DENIED [{Code.PRE_EXECUTION_DENIED}]" in out
+    assert err.strip().endswith(f"[{Code.PRE_EXECUTION_DENIED}]")
+
+
+async def test_a_rejection_that_denies_the_run_exits_0(server: Server) -> None:
+    run_id = await propose(server)
+    status, _, err, _ = await cli(
+        server, "approvals", "reject", run_id, "--server", server.url, SIGNOFF_TOKEN=LEAD
+    )
+    assert status == 0, err
+
+
+async def test_a_short_id_works_with_server_as_on_the_database(server: Server) -> None:
+    run_id = await propose(server)
+    shown_status, shown, err, _ = await cli(
+        server, "approvals", "show", short_id(run_id), "--server", server.url, SIGNOFF_TOKEN=LEAD
+    )
+    assert shown_status == 0, err
+    assert "PENDING_APPROVAL" in shown
+    status, out, err, _ = await cli(
+        server,
+        "approvals",
+        "approve",
+        short_id(run_id)[:6],
+        "--server",
+        server.url,
+        "--json",
+        SIGNOFF_TOKEN=LEAD,
+    )
+    assert status == 0, err
+    assert json.loads(out)["outcome"]["run_id"] == run_id
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 import typer
 
 from signoff.cli import remote
+from signoff.cli.intent import exit_unless_intended
 from signoff.cli.options import (
     DEFAULT_DATABASE_URL,
     DEFAULT_MANIFESTS,
@@ -56,7 +57,11 @@ ReasonOption = Annotated[
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
 RunIdArgument = Annotated[
-    str, typer.Argument(help="The run id, or a unique start of it (at least 6 characters).")
+    str,
+    typer.Argument(
+        help="The run's short id (the 12 characters tables show), any start of it of at least 6 "
+        "characters, or the whole id."
+    ),
 ]
 
 
@@ -99,13 +104,13 @@ def _pending_table(application: Application, runs: list[ActionRun]) -> Table:
     from rich.markup import escape
     from rich.table import Table
 
+    from signoff.core.short_ids import SHORT_CHARS, short_id
     from signoff.surfaces.web.views import input_fields, relative
 
     now = application.runtime.now()
     table = Table(title=f"{len(runs)} run{'s' * (len(runs) != 1)} waiting for approval")
-    ids = [r.run_id for r in runs]
-    # An id is copied and pasted: never wrapped, whatever the terminal width.
-    table.add_column("run_id", no_wrap=True, min_width=max(map(len, ids), default=6))
+    # An id is copied and pasted: the short one, never wrapped, whatever the terminal width.
+    table.add_column("run", no_wrap=True, min_width=SHORT_CHARS)
     for column in (
         "action",
         "proposed by",
@@ -121,7 +126,7 @@ def _pending_table(application: Application, runs: list[ActionRun]) -> Table:
         action = application.runtime.action(r.action_id)
         state = r.approval
         cells = (
-            r.run_id,
+            short_id(r.run_id),
             r.action_id,
             f"{r.proposer_type} {r.principal.id}",
             r.resource or "",
@@ -147,6 +152,7 @@ def _run_table(application: Application, r: ActionRun) -> Table:
     from rich.markup import escape
     from rich.table import Table
 
+    from signoff.core.statuses import shown_status
     from signoff.surfaces.web.views import input_fields, relative
 
     now = application.runtime.now()
@@ -158,7 +164,7 @@ def _run_table(application: Application, r: ActionRun) -> Table:
     rows = {
         "action": r.action_id + (f" — {action.definition.title}" if action else ""),
         "risk": str(action.definition.risk) if action is not None else "?",
-        "status": str(r.status),
+        "status": shown_status(r.status),
         "proposed by": f"{r.proposer_type} {r.principal.id} [{', '.join(r.principal.roles)}] "
         f"via {r.channel}",
         "resource": r.resource or "",
@@ -185,7 +191,7 @@ def _run_table(application: Application, r: ActionRun) -> Table:
     return table
 
 
-def _print_decision(result: DecisionResult, as_json: bool) -> None:
+def _print_decision(result: DecisionResult, verb: str, as_json: bool) -> None:
     from signoff.core.codes import Code
     from signoff.surfaces.web.views import describe
 
@@ -212,6 +218,8 @@ def _print_decision(result: DecisionResult, as_json: bool) -> None:
             f"decision recorded [{result.code}]; run {outcome.run_id} is now {outcome.status} "
             f"[{outcome.code}] {_for_operator(outcome)}".rstrip()
         )
+    if outcome is not None:
+        exit_unless_intended(verb, outcome.run_id, str(outcome.status), outcome.code)
 
 
 def _for_operator(outcome: ActionOutcome) -> str:
@@ -352,7 +360,7 @@ def register(app: typer.Typer) -> None:
                 full = await resolve_run_id(application.store, run_id, caller.tenant_id)
                 return await application.runtime.decide(full or run_id, caller.tenant_id, request)
 
-            _print_decision(with_application(database, manifests, work), as_json)
+            _print_decision(with_application(database, manifests, work), verb, as_json)
 
         command.__doc__ = (
             f"{verb.capitalize()} RUN_ID: with --server/--token through the server (which executes), else as "

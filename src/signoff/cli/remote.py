@@ -17,6 +17,7 @@ from urllib.parse import quote, urlsplit
 
 import typer
 
+from signoff.cli.intent import exit_unless_intended
 from signoff.cli.plumbing import MISCONFIGURED, fail
 from signoff.surfaces.addresses import is_loopback
 
@@ -116,11 +117,16 @@ def decide(client: ApiClient, run_id: str, verb: str, reason: str, as_json: bool
     outcome = answer.get("outcome")
     if not answer.get("accepted"):
         fail(f"decision not recorded: {answer.get('message', '')}", str(answer.get("code")))
-    if not as_json and isinstance(outcome, dict):
+    if not isinstance(outcome, dict):
+        return
+    if not as_json:
         typer.echo(
             f"decision recorded [{answer.get('code')}]; run {outcome.get('run_id')} is now "
             f"{outcome.get('status')} [{outcome.get('code')}] {outcome.get('message', '')}".rstrip()
         )
+    exit_unless_intended(
+        verb, str(outcome.get("run_id")), str(outcome.get("status")), str(outcome.get("code"))
+    )
 
 
 def list_pending(client: ApiClient, limit: int, as_json: bool) -> None:
@@ -128,19 +134,23 @@ def list_pending(client: ApiClient, limit: int, as_json: bool) -> None:
     from rich.markup import escape
     from rich.table import Table
 
+    from signoff.core.short_ids import SHORT_CHARS, short_id
+
     answer = client.get("/api/approvals", {"limit": str(limit)})
     if as_json:
         typer.echo(json.dumps(answer))
         return
     runs = [run for run in answer.get("approvals", []) if isinstance(run, dict)]
     table = Table(title=f"{len(runs)} run{'s' * (len(runs) != 1)} waiting for approval")
-    for column in ("run_id", "action", "proposed by", "resource", "risk", "input", "expires"):
+    # An id is copied and pasted: the short one, never wrapped, whatever the terminal width.
+    table.add_column("run", no_wrap=True, min_width=SHORT_CHARS)
+    for column in ("action", "proposed by", "resource", "risk", "input", "expires"):
         table.add_column(column, overflow="fold")
     for run in runs:
         approval = run.get("approval") or {}
         principal = run.get("principal") or {}
         cells = (
-            str(run.get("run_id", "")),
+            short_id(str(run.get("run_id", ""))),
             str(run.get("action", "")),
             f"{run.get('proposer_type', '')} {principal.get('id', '')}",
             str(run.get("resource") or ""),
@@ -157,6 +167,8 @@ def show(client: ApiClient, run_id: str, as_json: bool) -> None:
     from rich.markup import escape
     from rich.table import Table
 
+    from signoff.core.statuses import shown_status
+
     answer = client.get(run_path(run_id))
     if as_json:
         typer.echo(json.dumps(answer))
@@ -167,7 +179,7 @@ def show(client: ApiClient, run_id: str, as_json: bool) -> None:
     outcome = answer.get("outcome") or {}
     rows = {
         "action": str(answer.get("action", "")),
-        "status": str(answer.get("status", "")),
+        "status": shown_status(str(answer.get("status", ""))),
         "proposed by": str((answer.get("principal") or {}).get("id", "")),
         "resource": str(answer.get("resource") or ""),
         "input": json.dumps(answer.get("input") or {}, ensure_ascii=False),

@@ -12,9 +12,9 @@ import typer
 
 from signoff.cli import redispatch
 from signoff.cli.options import DEFAULT_DATABASE_URL, DatabaseOption
-from signoff.cli.plumbing import fail, open_existing, run
+from signoff.cli.plumbing import MISCONFIGURED, fail, open_existing, run
 from signoff.cli.run_ids import resolve_run_id
-from signoff.core.statuses import RunStatus
+from signoff.core.statuses import RunStatus, parse_status, shown_statuses
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -123,22 +123,42 @@ def _when(value: str | None, option: str) -> datetime | None:
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
+def _statuses(names: list[str]) -> list[RunStatus]:
+    """``--status`` values by the names people read, or the stored ones; anything else exits 2."""
+    found = []
+    for name in names:
+        status = parse_status(name)
+        if status is None:
+            fail(
+                f"--status {name!r}: not a status (one of {', '.join(shown_statuses())})",
+                "INVALID_ARGUMENT",
+                MISCONFIGURED,
+            )
+        found.append(status)
+    return found
+
+
 def _runs_table(runs: list[ActionRun]) -> Table:
     from rich.table import Table
 
+    from signoff.core.short_ids import SHORT_CHARS, short_id
+    from signoff.core.statuses import shown_status
+
     table = Table(title=f"{len(runs)} run{'s' * (len(runs) != 1)}, newest first")
-    # An id is copied and pasted: never wrapped, whatever the terminal width.
-    table.add_column(
-        "run_id", no_wrap=True, min_width=max((len(r.run_id) for r in runs), default=6)
-    )
-    for column in ("tenant", "action", "status", "code", "principal", "key", "updated"):
+    # An id is copied and pasted: the short one, never wrapped, whatever the terminal width.
+    table.add_column("run", no_wrap=True, min_width=SHORT_CHARS)
+    table.add_column("tenant", overflow="fold")
+    table.add_column("action", overflow="fold")
+    # A status is an identifier too: read whole, never broken across lines.
+    table.add_column("status", no_wrap=True)
+    for column in ("code", "principal", "key", "updated"):
         table.add_column(column, overflow="fold")
     for r in runs:
         table.add_row(
-            r.run_id,
+            short_id(r.run_id),
             r.tenant_id,
             r.action_id,
-            str(r.status),
+            shown_status(r.status),
             r.result.code if r.result else "",
             r.principal.id,
             r.idempotency_key or "",
@@ -151,13 +171,15 @@ def _run_table(r: ActionRun) -> Table:
     from rich.markup import escape
     from rich.table import Table
 
+    from signoff.core.statuses import shown_status
+
     table = Table(title=f"run {r.run_id}", show_header=False)
     table.add_column("field", style="bold")
     table.add_column("value", overflow="fold")
     rows = {
         "tenant": r.tenant_id,
         "action": r.action_id,
-        "status": f"{r.status} (version {r.version})",
+        "status": f"{shown_status(r.status)} (version {r.version})",
         "principal": f"{r.principal.id} [{', '.join(r.principal.roles)}]",
         "proposer": f"{r.proposer_type} via {r.channel}",
         "idempotency key": r.idempotency_key or "",
@@ -220,9 +242,12 @@ def register(app: typer.Typer) -> None:
         database: DatabaseOption = DEFAULT_DATABASE_URL,
         tenant: TenantOption = None,
         status: Annotated[
-            list[RunStatus] | None,
+            list[str] | None,
             typer.Option(
-                "--status", help="Only runs in this status (repeatable).", case_sensitive=False
+                "--status",
+                help=f"Only runs in this status (repeatable): {', '.join(shown_statuses())}. "
+                "WAITING_APPROVAL is accepted for PENDING_APPROVAL.",
+                metavar="STATUS",
             ),
         ] = None,
         limit: Annotated[int, typer.Option(min=1, max=10_000, help="At most this many.")] = 50,
@@ -250,7 +275,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """List runs, newest first."""
         keep = RunFilter(action, principal, code, _when(since, "--since"), _when(until, "--until"))
-        found = run(_list(database, tenant, list(status or []), limit, before, keep))
+        found = run(_list(database, tenant, _statuses(status or []), limit, before, keep))
         if as_json:
             typer.echo("[" + ",".join(r.model_dump_json() for r in found) + "]")
             return
@@ -261,7 +286,11 @@ def register(app: typer.Typer) -> None:
     @runs.command("show")
     def show(
         run_id: Annotated[
-            str, typer.Argument(help="The run id, or a unique start of it (at least 6 characters).")
+            str,
+            typer.Argument(
+                help="The run's short id (the 12 characters tables show), any start of it of at least 6 "
+                "characters, or the whole id."
+            ),
         ],
         database: DatabaseOption = DEFAULT_DATABASE_URL,
         tenant: TenantOption = None,

@@ -95,6 +95,7 @@ class RunLedger:
         after_run_id: str | None = None,
         oldest_first: bool = False,
         principal_id: str | None = None,
+        id_tail: str | None = None,
     ) -> list[ActionRun]:
         """Newest first (or oldest first); ``tenant_id=None`` only for housekeeping and recovery."""
         async with self._store.unit() as unit:
@@ -106,6 +107,7 @@ class RunLedger:
                 after_run_id=after_run_id,
                 oldest_first=oldest_first,
                 principal_id=principal_id,
+                id_tail=id_tail,
             )
 
     async def every(self, status: RunStatus, page: int) -> AsyncIterator[ActionRun]:

@@ -134,9 +134,11 @@ class RunStore(Protocol):
         after_run_id: str | None = None,
         oldest_first: bool = False,
         principal_id: str | None = None,
+        id_tail: str | None = None,
     ) -> list[ActionRun]:
         """Newest first (``oldest_first``: oldest first); ``principal_id`` keeps one proposer's; ``before_run_id``/``after_run_id`` are
-        exclusive bounds for paging. ``tenant_id=None`` only for operator tools and recovery."""
+        exclusive bounds for paging. ``tenant_id=None`` only for operator tools and recovery.
+        ``id_tail`` keeps the runs whose id's random tail starts with it (``core.short_ids``)."""
         ...
 
 

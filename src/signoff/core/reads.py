@@ -20,7 +20,22 @@ from signoff.core.ports import AuditEvent, Clock
 from signoff.core.registry import ActionRegistry
 from signoff.core.results import ActionOutcome
 from signoff.core.run import ActionRun, RunStatus
+from signoff.core.short_ids import tail_start
 from signoff.core.visibility import Reader, masked_outcome, masked_run, may_read
+
+
+@dataclass(frozen=True, slots=True)
+class IdMatch:
+    """What a run id given by a person stands for: the one run (``run_id``), nothing (both
+    empty), or several readable runs (``candidates``, newest first: ``RUN_ID_AMBIGUOUS``)."""
+
+    run_id: str | None
+    candidates: tuple[str, ...] = ()
+
+
+# A short id of 6 hex characters collides about once in 16 million runs; reading this many
+# matches leaves room for the ones the reader may not see.
+_TAIL_MATCHES = 50
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +76,22 @@ class RunReads:
             return None
         run = await self._approvals.settled(run)
         return self._masked(run) if reader is not None else run
+
+    async def resolve_id(
+        self, given: str, tenant_id: str, *, reader: Reader | None = None
+    ) -> IdMatch:
+        """The run ``given`` names in this tenant: anything but a short id (a start of an id's
+        random tail, ``core.short_ids``) is taken as a whole id, unchecked (the read or decision
+        that follows answers for it); a short id is looked up among the runs ``reader`` may see,
+        so a run the reader may not see is never named and never makes it ambiguous."""
+        start = tail_start(given)
+        if start is None:
+            return IdMatch(given.strip())
+        found = await self._ledger.runs(tenant_id=tenant_id, id_tail=start, limit=_TAIL_MATCHES)
+        readable = tuple(r.run_id for r in found if self._visible(r, tenant_id, reader))
+        if len(readable) == 1:
+            return IdMatch(readable[0])
+        return IdMatch(None, readable)
 
     async def wait(
         self, run_id: str, tenant_id: str, timeout: float, *, reader: Reader | None = None

@@ -34,7 +34,7 @@ from signoff.core.observe import NO_OBSERVER, DecisionReport, RuntimeObserver, c
 from signoff.core.pipeline import Pipeline
 from signoff.core.ports import AuditEvent, Clock, Notifier, Store
 from signoff.core.proposal import ActionProposal
-from signoff.core.reads import RunPage, RunReads
+from signoff.core.reads import IdMatch, RunPage, RunReads
 from signoff.core.recovery import WORKER_TTL, Recovery, RecoveryReport
 from signoff.core.registry import ActionRegistry, CompiledAction
 from signoff.core.repair import Repair, RepairRequest
@@ -234,6 +234,13 @@ class Runtime:
     ) -> ActionRun | None:
         """The stored run in this tenant; an approval past its deadline reads as expired."""
         return await self._reads.get_run(run_id, tenant_id, reader=reader)
+
+    async def resolve_id(
+        self, given: str, tenant_id: str, *, reader: Reader | None = None
+    ) -> IdMatch:
+        """The run a person's id (whole, or a start of its random tail) names, among the runs
+        ``reader`` may see (``core.short_ids``)."""
+        return await self._reads.resolve_id(given, tenant_id, reader=reader)
 
     async def wait(
         self, run_id: str, tenant_id: str, timeout: float, *, reader: Reader | None = None

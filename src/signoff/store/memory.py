@@ -35,6 +35,7 @@ from signoff.core.ports import (
 )
 from signoff.core.results import ExecutionResult
 from signoff.core.run import ActionRun, DuplicateScope, RunStatus
+from signoff.core.short_ids import has_tail
 from signoff.store.memory_limits import InMemoryLimitLedger, InMemoryLimitRows
 
 T = TypeVar("T")
@@ -119,6 +120,7 @@ class InMemoryRunStore:
         after_run_id: str | None = None,
         oldest_first: bool = False,
         principal_id: str | None = None,
+        id_tail: str | None = None,
     ) -> list[ActionRun]:
         with self._lock:
             runs = list(self._runs.values())
@@ -131,6 +133,7 @@ class InMemoryRunStore:
             and (before_run_id is None or r.run_id < before_run_id)
             and (after_run_id is None or r.run_id > after_run_id)
             and (principal_id is None or r.principal.id == principal_id)
+            and (id_tail is None or has_tail(r.run_id, id_tail))
         ]
         selected.sort(key=lambda r: r.run_id, reverse=not oldest_first)
         return selected[: max(limit, 0)]

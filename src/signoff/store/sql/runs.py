@@ -10,6 +10,7 @@ from sqlalchemy.engine import CursorResult
 
 from signoff.core.ports import RunAlreadyExists
 from signoff.core.run import ActionRun, RunStatus
+from signoff.core.short_ids import TAIL_START
 from signoff.store.sql.codec import run_from_data, run_values
 from signoff.store.sql.tables import runs
 
@@ -78,6 +79,7 @@ class SqlRunStore:
         after_run_id: str | None = None,
         oldest_first: bool = False,
         principal_id: str | None = None,
+        id_tail: str | None = None,
     ) -> list[ActionRun]:
         """Newest first, or oldest first (run ids are time-ordered UUIDv7); ``before_run_id`` and
         ``after_run_id`` are exclusive bounds."""
@@ -98,6 +100,10 @@ class SqlRunStore:
             query = query.where(runs.c.run_id > after_run_id)
         if principal_id is not None:
             query = query.where(runs.c.principal_id == principal_id)
+        if id_tail is not None:
+            # No index serves this: the tenant's rows are scanned (a short id is typed by a person).
+            tail = sa.func.substr(runs.c.run_id, TAIL_START + 1, len(id_tail))
+            query = query.where(tail == id_tail)
         order = runs.c.run_id.asc() if oldest_first else runs.c.run_id.desc()
         found: list[ActionRun] = []
         cursor: str | None = None

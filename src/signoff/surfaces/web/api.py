@@ -6,7 +6,9 @@
 re-dispatch of a MANUAL_REVIEW run of an idempotent executor, ``Runtime.redispatch``). Every decision goes through
 ``Runtime.decide``; a run of another tenant answers exactly like one that does not exist. Every
 route needs an approver's token (approve scope, no propose scope): 401 without a valid token, 403
-``INSUFFICIENT_SCOPE`` for an agent's.
+``INSUFFICIENT_SCOPE`` for an agent's. ``{id}`` is a whole run id or a start (6-12 characters) of
+its random tail (``core.short_ids``), resolved among the runs the caller may see: none answers 404
+``ACTION_RUN_NOT_FOUND``, several 409 ``RUN_ID_AMBIGUOUS`` with their ids.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from signoff.core.identity import Channel
 from signoff.core.limits import usage_record
 from signoff.core.run import MAX_REASON_CHARS, ApprovalVote
 from signoff.core.runtime import RepairRequest, Runtime
+from signoff.core.short_ids import RUN_ID_AMBIGUOUS
 from signoff.core.visibility import ReaderKind
 from signoff.surfaces.access.scopes import ScopeRefusal
 from signoff.surfaces.web.auth import Authenticator, Verified
@@ -116,10 +119,11 @@ class ApprovalsApi:
         if not isinstance(verified, Verified):
             return _refused(verified)
         caller = verified.caller
+        run_id = await resolved_id(self.runtime, request.path_params["run_id"], verified)
+        if not isinstance(run_id, str):
+            return run_id
         run = await self.runtime.get_run(
-            request.path_params["run_id"],
-            caller.tenant_id,
-            reader=caller.reader(ReaderKind.APPROVER),
+            run_id, caller.tenant_id, reader=caller.reader(ReaderKind.APPROVER)
         )
         if run is None:
             return not_found()
@@ -145,9 +149,10 @@ class ApprovalsApi:
             body = RedispatchBody.model_validate_json(raw or b"{}")
         except ValidationError as exc:
             return answer(Code.INPUT_VALIDATION_FAILED, _first_error(exc))
-        return await redispatch_answer(
-            self.runtime, request.path_params["run_id"], verified, body.reason
-        )
+        run_id = await resolved_id(self.runtime, request.path_params["run_id"], verified)
+        if not isinstance(run_id, str):
+            return run_id
+        return await redispatch_answer(self.runtime, run_id, verified, body.reason)
 
     async def _decide(self, request: Request, vote: ApprovalVote) -> Response:
         verified = await self.auth.from_request(request)
@@ -161,9 +166,10 @@ class ApprovalsApi:
             body = DecisionBody.model_validate_json(raw) if raw.strip() else DecisionBody()
         except ValidationError as exc:
             return answer(Code.INPUT_VALIDATION_FAILED, _first_error(exc))
-        return await self._decision(
-            request.path_params["run_id"], verified, vote, body.reason, body.amend
-        )
+        run_id = await resolved_id(self.runtime, request.path_params["run_id"], verified)
+        if not isinstance(run_id, str):
+            return run_id
+        return await self._decision(run_id, verified, vote, body.reason, body.amend)
 
     async def _decision(
         self,
@@ -193,6 +199,24 @@ class ApprovalsApi:
         message = describe(result.code) or (result.outcome.message if result.outcome else "")
         status = 200 if result.accepted else None
         return answer(result.code, message, status, accepted=result.accepted, outcome=outcome)
+
+
+async def resolved_id(runtime: Runtime, given: str, verified: Verified) -> str | Response:
+    """The whole id ``given`` names among the runs the caller may see, or the answer to send."""
+    caller = verified.caller
+    match = await runtime.resolve_id(
+        given, caller.tenant_id, reader=caller.reader(ReaderKind.APPROVER)
+    )
+    if match.run_id is not None:
+        return match.run_id
+    if match.candidates:
+        return answer(
+            RUN_ID_AMBIGUOUS,
+            "Several runs you may see have a short id starting like this; give more of it.",
+            409,
+            candidates=list(match.candidates),
+        )
+    return not_found()
 
 
 async def redispatch_answer(

@@ -40,6 +40,7 @@ from signoff.core.identity import Channel, Principal
 from signoff.core.ports import ApprovalLink, LinkStore
 from signoff.core.run import ActionRun, ApprovalVote, RunStatus
 from signoff.core.runtime import Runtime
+from signoff.core.statuses import shown_status
 from signoff.surfaces.web.config import WebConfigError
 from signoff.surfaces.web.http import read_form
 from signoff.surfaces.web.views import (
@@ -281,7 +282,7 @@ class DecisionLinks:
             "preview": preview_fields(run),
             "preview_digest": run.preview.digest[:12] if run.preview is not None else "",
             "age": relative(run.created_at, moment),
-            "status": str(run.status),
+            "status": shown_status(run.status),
             "pending": run.status is RunStatus.WAITING_APPROVAL,
             "expires_in": relative(state.expires_at, moment)
             if state and state.expires_at

@@ -9,6 +9,7 @@ from signoff.core.approval_digest import short_digest
 from signoff.core.codes import Code
 from signoff.core.run import ActionRun, RunStatus
 from signoff.core.runtime import Runtime
+from signoff.core.statuses import shown_status
 from signoff.surfaces.access.caller import Caller
 from signoff.surfaces.web.views import (
     amendable_fields,
@@ -45,8 +46,8 @@ def inbox_row(runtime: Runtime, run: ActionRun, now: datetime, caller: Caller) -
         "age": relative(run.created_at, now),
         "expires_at": state.expires_at.isoformat() if state and state.expires_at else "",
         "expires_in": relative(state.expires_at, now) if state else "",
-        "status": str(run.status),
-        "status_label": str(run.status).replace("_", " ").capitalize(),
+        "status": shown_status(run.status),
+        "status_label": shown_status(run.status).replace("_", " ").capitalize(),
         "why": approval_reason(runtime, run) if state is not None else "",
         "approvers": ", ".join(sorted({d.approver_id for d in state.approvals()}))
         if state is not None

@@ -117,3 +117,13 @@ def test_a_display_field_that_is_not_an_input_property_is_a_manifest_error(tmp_p
     write(tmp_path, "a.yaml", text)
     found = {p.path for p in problems(tmp_path)}
     assert {"spec.display.amout", "spec.display.amount.format"} <= found
+
+
+async def test_a_waiting_run_reads_pending_approval_as_its_outcome_does(site: Site) -> None:
+    pending = await site.propose()
+    assert pending.status == "PENDING_APPROVAL"
+    async with site.client() as http:
+        await sign_in(http, token(**LEAD_CLAIMS))
+        page = await http.get(f"/approvals/runs/{pending.run_id}")
+    status = page.text.split('id="run-status"')[1].split("</strong>")[0]
+    assert "PENDING_APPROVAL" in status and "WAITING_APPROVAL" not in status

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shlex
 import sys
 import time
 from datetime import date
@@ -32,6 +33,9 @@ from mcp.client.streamable_http import streamable_http_client
 
 URL = os.environ.get("SIGNOFF_URL", "http://127.0.0.1:8000/mcp")
 TOKEN_FILE = Path(".signoff-demo/agent.token")
+# The signoff command of the environment running this script, by path: it need not be on PATH.
+_BESIDE = Path(sys.executable).parent / "signoff"
+SIGNOFF = shlex.quote(str(_BESIDE)) if _BESIDE.exists() else "signoff"
 FINAL = {"SUCCEEDED", "FAILED", "DENIED", "VALIDATION_FAILED", "CANCELLED"}
 
 
@@ -103,9 +107,10 @@ async def main() -> None:
             print(f"\nWaiting for a billing lead to approve run {run_id}:")
             inbox = URL.removesuffix("/mcp") + "/approvals"
             print(f"  web inbox: {inbox} (sign in with the approver token)")
+            lead = shlex.quote(str(TOKEN_FILE.with_name("approver.token").resolve()))
             print(
-                "  CLI:       SIGNOFF_TOKEN=$(cat .signoff-demo/approver.token) signoff approvals "
-                f"approve {run_id} --server {URL.removesuffix('/mcp')} --reason 'duplicate'"
+                f"  CLI:       SIGNOFF_TOKEN=$(cat {lead}) {SIGNOFF} approvals approve "
+                f"{run_id[-12:]} --server {URL.removesuffix('/mcp')} --reason duplicate"
             )
         deadline = time.monotonic() + float(os.environ.get("SIGNOFF_WAIT", "600"))
         while outcome["status"] not in FINAL and (left := deadline - time.monotonic()) > 0:

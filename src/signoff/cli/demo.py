@@ -1,8 +1,9 @@
 """`signoff demo`: the demo actions over HTTP on localhost, with tokens and a host snippet ready.
 
 The runs live in the default database (``signoff.db``) and the demo invoices in
-``demo-invoices.db``, both in the current directory, so the operator CLI (``signoff approvals
-approve RUN_ID ...``) works there without flags. The generated HS256 secret and the printed tokens
+``demo-invoices.db``, both in the current directory, so the operator CLI works there without
+flags. Every command it prints names the ``signoff`` and ``python`` of this install by path, so it
+runs as printed from any directory (``tests/surfaces/test_demo_commands.py`` runs them). The generated HS256 secret and the printed tokens
 are kept in ``.signoff-demo/`` (git-ignored, mode 0700) so tokens stay valid across restarts.
 Nothing secret is committed.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shlex
 import shutil
 import socket
 import sys
@@ -37,6 +39,8 @@ INVOICES_DB_DEFAULT = "demo-invoices.db"
 AGENT = ("demo-agent", ("billing",))
 APPROVER = ("demo-lead", ("billing-lead",))
 TOKEN_TTL_SECONDS = 7 * 24 * 3600
+# The checkout this module sits in, when it runs from one (src/signoff/cli/demo.py).
+_REPO = Path(__file__).resolve().parents[3]
 
 
 def demo(
@@ -51,12 +55,20 @@ def demo(
         bool, typer.Option("--memory", help="Use a throwaway in-memory store instead of SQLite.")
     ] = False,
 ) -> None:
-    """Serve the demo actions over HTTP on localhost and print how to connect."""
-    from signoff.cli.hosting import misconfigured, reloading, serve_application
+    """Serve the demo actions over HTTP on localhost and print how to connect.
+
+    This is `signoff serve --transport http` with demo settings: a generated HS256 secret (kept in
+    --state-dir with the printed tokens), the inbox and API, /healthz, /readyz, /metrics and the
+    landing page, manifest reloading, and a graceful exit 0 on SIGTERM or Ctrl-C.
+    """
+    from signoff.cli.hosting import misconfigured, serve_application
+    from signoff.cli.serve_settings import ServeSettings
+    from signoff.cli.serving import run_http
+    from signoff.observability.logs import configure_logging
+    from signoff.observability.observer import OperationsObserver
     from signoff.surfaces.access.jwt import JwtConfig, JwtVerifier
-    from signoff.surfaces.mcp.http import BearerAuth, HttpOptions, build_http_app, signoff_mcp
-    from signoff.surfaces.mcp.serving import serve_http
-    from signoff.surfaces.web import WebConfig, WebNotifications, build_web
+    from signoff.surfaces.mcp.http import BearerAuth, HttpOptions
+    from signoff.surfaces.web import WebConfig, WebNotifications
 
     if not is_loopback(host):
         misconfigured("the demo serves on a loopback address only (its tokens are printed)")
@@ -66,10 +78,6 @@ def demo(
     # Absolute, so a stdio server launched by an MCP host from elsewhere shares the same files.
     os.environ.setdefault(INVOICES_DB_ENV, str(Path(INVOICES_DB_DEFAULT).resolve()))
     database = MEMORY_URL if memory else absolute_sqlite(database)
-    public_url = f"http://{host}:{port}"
-    config = JwtConfig(secret=secret)
-    auth = BearerAuth(JwtVerifier(config), public_url)
-
     manifests_dir = Path(manifests).resolve()
 
     # Listen before printing, so whoever reads the instructions can connect at once.
@@ -77,24 +85,35 @@ def demo(
         listener = _listen(host, port)
     except OSError as exc:
         fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}", "PORT_UNAVAILABLE")
-
+    port = listener.getsockname()[1]  # --port 0: the one the system chose
+    public_url = f"http://{host}:{port}"
+    settings = ServeSettings.resolve(host=host, port=port, log_level="warning")
+    configure_logging(settings.log_format, settings.log_level)
+    auth = BearerAuth(JwtVerifier(JwtConfig(secret=secret)), public_url)
     web_config = WebConfig(public_url=public_url, session_secret=_secret(state / "session-secret"))
     notifications = WebNotifications(web_config)
+    options = HttpOptions(task_secret=_secret(state / "task-secret").encode())
 
     async def body(application: Application) -> None:
         _print_instructions(state, public_url, secret, database, manifests_dir)
-        notifications.use_links(application.runtime, application.store.links)
-        web = build_web(application.runtime, web_config, auth.verifier, notifications)
-        options = HttpOptions(
-            routes=web.routes,
-            lifespan=web.lifespan,
-            task_secret=_secret(state / "task-secret").encode(),
+        await run_http(
+            application,
+            auth,
+            options,
+            web_config,
+            notifications,
+            settings,
+            True,
+            sockets=[listener],
         )
-        app = build_http_app(application.runtime, auth, options)
-        async with reloading(application, signoff_mcp(app), enabled=True):
-            await serve_http(app, host, port, log_level="warning", sockets=[listener])
 
-    serve_application(database, manifests, body, notifier=notifications)
+    serve_application(
+        database,
+        str(manifests_dir),
+        body,
+        notifier=notifications,
+        observer=OperationsObserver(log_inputs=False, trace_payloads=False),
+    )
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -127,6 +146,14 @@ def absolute_sqlite(url: str) -> str:
     if not url.startswith(prefix) or url.startswith(prefix + "/") or ":memory:" in url:
         return url
     return prefix + str(Path(url.removeprefix(prefix)).resolve())
+
+
+def _agent_session() -> Path | None:
+    """The example agent script, where this install has it (a checkout's ``examples/``)."""
+    for candidate in (Path("examples/agent_session.py"), _REPO / "examples" / "agent_session.py"):
+        if candidate.is_file():
+            return candidate.resolve()
+    return None
 
 
 def _signoff_command() -> str:
@@ -204,17 +231,22 @@ def _print_instructions(
         f"scope {scopes.approve}; for the inbox and /api only):"
     )
     echo(f"  {lead_token}")
-    echo("")
-    echo("The whole story as an agent (list tools, a read, a write that waits for approval):")
-    echo(f"  SIGNOFF_URL={url} .venv/bin/python examples/agent_session.py")
-    echo(f"  (it reads the agent token from {state / 'agent.token'}, or SIGNOFF_TOKEN)")
+    signoff = shlex.quote(_signoff_command())
+    as_lead = f"SIGNOFF_TOKEN=$(cat {shlex.quote(str(state / 'approver.token'))})"
+    story = _agent_session()
+    if story is not None:
+        echo("")
+        echo("The whole story as an agent (list tools, a read, a write that waits for approval):")
+        echo(
+            f"  SIGNOFF_URL={url} SIGNOFF_TOKEN=$(cat {shlex.quote(str(state / 'agent.token'))}) "
+            f"{shlex.quote(sys.executable)} {shlex.quote(str(story))}"
+        )
     echo("")
     echo(f"A billing lead approves in the inbox at {public_url}/approvals (paste the approver")
-    echo("token to sign in), or from the command line:")
-    echo(
-        f"  SIGNOFF_TOKEN=$(cat {state / 'approver.token'}) signoff approvals approve RUN_ID "
-        f"--server {public_url} --reason 'checked'"
-    )
+    echo("token to sign in), or from the command line (RUN_ID: the short id the list shows):")
+    echo(f"  {as_lead} {signoff} approvals list --server {public_url}")
+    echo(f"  {as_lead} {signoff} approvals approve RUN_ID --server {public_url} --reason checked")
+    echo(f"Health, readiness and metrics: {public_url}/healthz, /readyz, /metrics")
     echo("")
     echo("Claude Code over HTTP:")
     echo(

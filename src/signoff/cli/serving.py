@@ -7,6 +7,7 @@ import atexit
 import dataclasses
 import logging
 import os
+import socket
 
 from pydantic import ValidationError
 
@@ -154,7 +155,7 @@ def serve_main(
     serve_application(
         database,
         manifests,
-        lambda app: _http(app, auth, options, web, notifications, settings, reload),
+        lambda app: run_http(app, auth, options, web, notifications, settings, reload),
         notifier=notifications,
         observer=observer,
     )
@@ -168,7 +169,7 @@ async def _stdio(
         await serve_stdio(surface)
 
 
-async def _http(
+async def run_http(
     application: Application,
     auth: HttpAuth,
     options: HttpOptions,
@@ -176,9 +177,13 @@ async def _http(
     notifications: WebNotifications,
     settings: ServeSettings,
     reload: bool,
+    *,
+    sockets: list[socket.socket] | None = None,
 ) -> None:
     """The app: /mcp, plus callbacks, plus the approvers' inbox and API when
-    tokens are verified (a fixed test identity has no approvers), plus the operator endpoints."""
+    tokens are verified (a fixed test identity has no approvers), plus the operator endpoints
+    (``/healthz``, ``/readyz``, ``/metrics``, ``/``); served until SIGTERM or Ctrl-C, then shut
+    down gracefully. ``signoff demo`` serves exactly this, on ``sockets`` it bound first."""
     verifier = auth.verifier if isinstance(auth, BearerAuth) else None
     notifications.use_links(application.runtime, application.store.links)
     web = build_web(application.runtime, web_config, verifier, notifications)
@@ -208,6 +213,7 @@ async def _http(
             draining=draining,
             grace=settings.shutdown_grace,
             own_logging=True,
+            sockets=sockets,
         )
         # What is left of the grace SIGTERM started bounds the background work too: queued
         # work stays in the store for the next process, running work is cut off after it.

@@ -145,6 +145,15 @@ async def test_every_command_the_demo_prints_runs_as_printed(tmp_path: Path) -> 
         assert story.returncode == 0, "".join(told) + rest.decode()
         assert "final: SUCCEEDED" in rest.decode()
 
+        # The printed mint line makes a token this demo accepts, for the roles it names.
+        minted_status, minted = await shell(demo, demo.command("token mint"))
+        assert minted_status == 0, minted
+        async with httpx2.AsyncClient(base_url=demo.url, timeout=DEADLINE) as http:
+            as_admin = await http.get(
+                "/api/approvals", headers={"Authorization": f"Bearer {minted.strip()}"}
+            )
+        assert as_admin.status_code == 200, as_admin.text
+
         # Claude Code's line carries a working agent header for the printed URL.
         words = shlex.split(demo.command("claude mcp add"))
         url, header = words[words.index("signoff") + 1], words[words.index("--header") + 1]

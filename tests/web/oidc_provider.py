@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 
@@ -25,6 +26,10 @@ USERS: dict[str, dict[str, Any]] = {
     "no-tenant": {"roles": ["billing-lead"]},
     "padded-tenant": {"tenant": " acme ", "roles": ["billing-lead"]},
     "roles-as-map": {"tenant": "acme", "roles": {"billing-lead": True}},
+    # Claims where other providers put them (docs/identity.md): Keycloak's realm roles, an
+    # Okta-style groups claim with the scopes as a list.
+    "keycloak-lead": {"tenant": "acme", "realm_access": {"roles": ["billing-lead"]}},
+    "okta-agent": {"org": "acme", "groups": ["billing"], "scp": ["signoff:propose"]},
 }
 STARTUP_DEADLINE = 30.0
 
@@ -43,8 +48,10 @@ def _free_port() -> int:
 
 
 @contextmanager
-def oidc_provider(token_max_age: int = 3600) -> Iterator[Provider]:
-    port = _free_port()
+def oidc_provider(token_max_age: int = 3600, port: int | None = None) -> Iterator[Provider]:
+    """A provider process; each process signs with a key of its own (a new one each start, so
+    starting another on the same ``port`` is the provider rotating its key)."""
+    port = port or _free_port()
     claims = [json.dumps({"sub": sub, **extra}) for sub, extra in USERS.items()]
     args = [sys.executable, "-m", "oidc_provider_mock", "--port", str(port), "--host", "127.0.0.1"]
     args += ["--token-max-age", str(token_max_age)]
@@ -72,3 +79,34 @@ def oidc_provider(token_max_age: int = 3600) -> Iterator[Provider]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def id_token(issuer: str, sub: str, client_id: str = "signoff-api") -> str:
+    """An ID token the provider signs for ``sub``: the code flow, walked as a browser would."""
+    redirect = "http://127.0.0.1:9/callback"
+    with httpx.Client(base_url=issuer, timeout=STARTUP_DEADLINE) as http:
+        chosen = http.post(
+            "/oauth2/authorize",
+            params={
+                "client_id": client_id,
+                "redirect_uri": redirect,
+                "response_type": "code",
+                "scope": "openid",
+            },
+            data={"sub": sub},
+        )
+        assert chosen.status_code in (302, 303), chosen.text
+        code = parse_qs(urlsplit(chosen.headers["location"]).query)["code"][0]
+        answer = http.post(
+            "/oauth2/token",
+            data={
+                "grant_type": "authorization_code",
+                "code": code,
+                "redirect_uri": redirect,
+                "client_id": client_id,
+                "client_secret": "any",
+            },
+        )
+    assert answer.status_code == 200, answer.text
+    token: str = answer.json()["id_token"]
+    return token

@@ -14,7 +14,18 @@ from typing import Annotated
 import typer
 
 from signoff import __version__
-from signoff.cli import approvals, audit, check, db, demo, limits, recover, runs, serve
+from signoff.cli import (
+    approvals,
+    audit,
+    check,
+    db,
+    demo,
+    limits,
+    recover,
+    runs,
+    serve,
+    token,
+)
 from signoff.cli.plumbing import MISCONFIGURED
 from signoff.extras import ExtraMissing
 
@@ -58,6 +69,7 @@ approvals.register(app)
 recover.register(app)
 audit.register(app)
 limits.register(app)
+token.register(app)
 
 
 def main() -> None:

@@ -248,6 +248,12 @@ def _print_instructions(
     echo(f"  {as_lead} {signoff} approvals approve RUN_ID --server {public_url} --reason checked")
     echo(f"Health, readiness and metrics: {public_url}/healthz, /readyz, /metrics")
     echo("")
+    echo("A token for other roles (here an approver of tenant demo with role billing-admin):")
+    echo(
+        f"  SIGNOFF_DEV_JWT_SECRET=$(cat {shlex.quote(str(state / 'jwt-secret'))}) {signoff} "
+        f"token mint --sub demo-admin --tenant {DEMO_TENANT} --roles billing-admin --scope approve"
+    )
+    echo("")
     echo("Claude Code over HTTP:")
     echo(
         f'  claude mcp add --transport http signoff {url} --header "Authorization: Bearer '

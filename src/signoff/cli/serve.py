@@ -111,8 +111,9 @@ def serve(
     stdio: the whole connection acts as --principal/--tenant/--roles (or SIGNOFF_PRINCIPAL,
     SIGNOFF_TENANT, SIGNOFF_ROLES); refuses to start without a principal and a tenant.
     http: streamable HTTP at /mcp; every request needs a bearer JWT (claims sub, tenant, roles,
-    scope) verified with SIGNOFF_JWT_SECRET (HS256), SIGNOFF_JWT_PUBLIC_KEY (RS256 PEM file) or
-    SIGNOFF_JWT_JWKS (JWKS file). Agents' tokens carry scope signoff:propose, approvers'
+    scope) verified with the identity provider's keys (SIGNOFF_JWT_ISSUER: OIDC discovery, or
+    SIGNOFF_JWT_JWKS_URL), SIGNOFF_JWT_SECRET (HS256), SIGNOFF_JWT_PUBLIC_KEY (RS256 PEM file) or
+    SIGNOFF_JWT_JWKS (JWKS file); docs/identity.md. Agents' tokens carry scope signoff:propose, approvers'
     signoff:approve (SIGNOFF_SCOPE_PROPOSE, SIGNOFF_SCOPE_APPROVE); the resource metadata names
     SIGNOFF_AUTHORIZATION_SERVER (default: SIGNOFF_JWT_ISSUER).
     """

@@ -118,7 +118,8 @@ def serve_main(
             misconfigured(str(exc))
         if config is None:
             misconfigured(
-                "no token verification configured: set SIGNOFF_JWT_SECRET, "
+                "no token verification configured: set SIGNOFF_JWT_ISSUER (the identity "
+                "provider, keys by OIDC discovery), SIGNOFF_JWT_JWKS_URL, SIGNOFF_JWT_SECRET, "
                 "SIGNOFF_JWT_PUBLIC_KEY or SIGNOFF_JWT_JWKS (or use --fixed-identity on loopback)",
                 "AUTH_NOT_CONFIGURED",
             )

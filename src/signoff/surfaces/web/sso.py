@@ -38,6 +38,7 @@ from signoff.core.codes import Code
 from signoff.core.runtime import Runtime
 from signoff.extras import require
 from signoff.surfaces.access.caller import IdentityError, caller_from_claims
+from signoff.surfaces.access.claims import claim_at
 from signoff.surfaces.web.config import WebConfigError
 from signoff.surfaces.web.session import Sessions
 
@@ -243,8 +244,8 @@ class SingleSignOn:
             caller = caller_from_claims(
                 {
                     "sub": claims.get("sub"),
-                    "tenant": claims.get(self.config.tenant_claim),
-                    "roles": claims.get(self.config.roles_claim, []),
+                    "tenant": claim_at(claims, self.config.tenant_claim),
+                    "roles": _present_or_empty(claim_at(claims, self.config.roles_claim)),
                 }
             )
         except IdentityError:
@@ -360,3 +361,8 @@ def _b64(data: bytes) -> str:
 
 def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def _present_or_empty(roles: Any) -> Any:
+    """No roles claim reads as no roles; anything present is validated as it is."""
+    return [] if roles is None else roles

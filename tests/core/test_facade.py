@@ -83,6 +83,7 @@ def test_every_public_name_of_the_runtime_is_a_governed_operation_a_read_or_a_ch
         # reads, scoped to a tenant
         "get",
         "get_run",
+        "resolve_id",  # a person's short run id, among the runs the reader may see
         "wait",
         "list_runs",
         "page_runs",

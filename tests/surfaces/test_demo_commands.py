@@ -114,6 +114,15 @@ async def test_the_demo_answers_the_operator_endpoints_and_exits_0_on_sigterm(
         assert await asyncio.wait_for(demo.process.wait(), DEADLINE) == 0
 
 
+async def test_sigterm_as_soon_as_the_instructions_are_printed_is_a_graceful_stop(
+    tmp_path: Path,
+) -> None:
+    async with running_demo(tmp_path) as demo:
+        # The instructions come once the server handles signals: no window where SIGTERM kills.
+        demo.process.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(demo.process.wait(), DEADLINE) == 0
+
+
 async def test_every_command_the_demo_prints_runs_as_printed(tmp_path: Path) -> None:
     async with running_demo(tmp_path) as demo:
         # The agent's whole story, as printed: it proposes a cancel that waits for approval.

@@ -94,8 +94,11 @@ def demo(
     notifications = WebNotifications(web_config)
     options = HttpOptions(task_secret=_secret(state / "task-secret").encode())
 
-    async def body(application: Application) -> None:
+    def serving() -> None:
+        # Printed once SIGTERM is a graceful stop, so whoever follows them can also stop it.
         _print_instructions(state, public_url, secret, database, manifests_dir)
+
+    async def body(application: Application) -> None:
         await run_http(
             application,
             auth,
@@ -105,6 +108,7 @@ def demo(
             settings,
             True,
             sockets=[listener],
+            on_started=serving,
         )
 
     serve_application(

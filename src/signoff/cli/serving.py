@@ -8,6 +8,7 @@ import dataclasses
 import logging
 import os
 import socket
+from collections.abc import Callable
 
 from pydantic import ValidationError
 
@@ -180,6 +181,7 @@ async def run_http(
     reload: bool,
     *,
     sockets: list[socket.socket] | None = None,
+    on_started: Callable[[], None] | None = None,
 ) -> None:
     """The app: /mcp, plus callbacks, plus the approvers' inbox and API when
     tokens are verified (a fixed test identity has no approvers), plus the operator endpoints
@@ -215,6 +217,7 @@ async def run_http(
             grace=settings.shutdown_grace,
             own_logging=True,
             sockets=sockets,
+            on_started=on_started,
         )
         # What is left of the grace SIGTERM started bounds the background work too: queued
         # work stays in the store for the next process, running work is cut off after it.

@@ -8,7 +8,7 @@ import logging
 import signal
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import anyio
 import uvicorn
@@ -50,6 +50,7 @@ def uvicorn_server(
     draining: Draining | None = None,
     grace: float = DEFAULT_GRACE,
     own_logging: bool = False,
+    on_started: Callable[[], None] | None = None,
 ) -> uvicorn.Server:
     """A uvicorn server for ``app``; with ``draining``, one that shuts down gracefully.
 
@@ -68,7 +69,7 @@ def uvicorn_server(
     )
     if draining is None:
         return uvicorn.Server(config)
-    return GracefulServer(config, draining, grace)
+    return GracefulServer(config, draining, grace, on_started)
 
 
 class GracefulServer(uvicorn.Server):
@@ -76,10 +77,23 @@ class GracefulServer(uvicorn.Server):
     current outcome, wait up to ``grace`` seconds for the calls in flight to answer, close what is
     left (idle streams, calls past the grace) and return, so the process exits 0."""
 
-    def __init__(self, config: uvicorn.Config, draining: Draining, grace: float) -> None:
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        draining: Draining,
+        grace: float,
+        on_started: Callable[[], None] | None = None,
+    ) -> None:
         super().__init__(config)
         self.draining = draining
         self.grace = grace
+        self.on_started = on_started
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        # Serving, with SIGTERM and SIGINT handled: from here a signal is a graceful stop.
+        if self.started and self.on_started is not None:
+            self.on_started()
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -134,9 +148,11 @@ async def serve_http(
     draining: Draining | None = None,
     grace: float = DEFAULT_GRACE,
     own_logging: bool = False,
+    on_started: Callable[[], None] | None = None,
 ) -> None:
     """Serve ``app`` until SIGTERM or Ctrl-C; with ``draining`` (the one ``app`` was built
-    with), shut down gracefully within ``grace`` seconds."""
+    with), shut down gracefully within ``grace`` seconds, and call ``on_started`` once serving
+    with the signals handled."""
     server = uvicorn_server(
         app,
         host,
@@ -145,5 +161,6 @@ async def serve_http(
         draining=draining,
         grace=grace,
         own_logging=own_logging,
+        on_started=on_started,
     )
     await server.serve(sockets=sockets)

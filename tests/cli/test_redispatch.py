@@ -13,6 +13,7 @@ from signoff import ActionProposal, Channel, Principal, ProposerType
 from signoff.app import Settings, build_application
 from signoff.cli import app
 from signoff.core.codes import Code
+from signoff.core.short_ids import short_id
 from tests.cli.repair_hooks import CALLS_ENV, MANIFEST
 
 runner = CliRunner()
@@ -55,15 +56,24 @@ def _redispatch(run_id: str, url: str, manifests: Path, *extra: str) -> Result:
     )  # fmt: skip
 
 
+@pytest.mark.parametrize("short", [False, True], ids=["whole id", "short id"])
 def test_an_operator_redispatches_from_the_cli_with_the_same_operation_id(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, short: bool
 ) -> None:
     calls = tmp_path / "calls.txt"
     monkeypatch.setenv(CALLS_ENV, str(calls))
     run_id, url, manifests = _failed_run(tmp_path, idempotent=True)
 
     result = _redispatch(
-        run_id, url, manifests, "--as", "lead-1", "--roles", "billing-lead", "--reason", "ERP ok"
+        short_id(run_id) if short else run_id,
+        url,
+        manifests,
+        "--as",
+        "lead-1",
+        "--roles",
+        "billing-lead",
+        "--reason",
+        "ERP ok",
     )
 
     assert result.exit_code == 0, result.output

@@ -24,6 +24,7 @@ from signoff.cli.options import (
     ManifestsOption,
 )
 from signoff.cli.plumbing import fail, with_application
+from signoff.cli.run_ids import resolve_run_id
 
 if TYPE_CHECKING:
     from signoff.app import Application
@@ -53,11 +54,12 @@ def redispatch(
     caller = caller_of(name, tenant, roles)
     request = RepairRequest(caller.principal, reason, channel=Channel.CLI, via=os_user())
 
-    async def work(application: Application) -> ActionOutcome:
-        return await application.runtime.redispatch(run_id, tenant, request)
+    async def work(application: Application) -> tuple[str, ActionOutcome]:
+        full = await resolve_run_id(application.store, run_id, tenant) or run_id
+        return full, await application.runtime.redispatch(full, tenant, request)
 
-    outcome = with_application(database, manifests, work)
-    redispatched = outcome.run_id != run_id
+    full, outcome = with_application(database, manifests, work)
+    redispatched = outcome.run_id != full
     if as_json:
         payload = {"code": outcome.code, "redispatched": redispatched}
         typer.echo(json.dumps({**payload, "outcome": outcome.model_dump(mode="json")}))
@@ -65,7 +67,7 @@ def redispatch(
         fail(f"not re-dispatched: {outcome.message}", outcome.code)
     if not as_json:
         typer.echo(
-            f"re-dispatched {run_id} as run {outcome.run_id}: {outcome.status} "
+            f"re-dispatched {full} as run {outcome.run_id}: {outcome.status} "
             f"[{outcome.code}] {outcome.message}".rstrip()
         )
 

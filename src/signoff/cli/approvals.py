@@ -363,8 +363,11 @@ def register(app: typer.Typer) -> None:
             _print_decision(with_application(database, manifests, work), verb, as_json)
 
         command.__doc__ = (
-            f"{verb.capitalize()} RUN_ID: with --server/--token through the server (which executes), else as "
-            "--as with --roles on the database; the run's rules decide whether it counts."
+            f"{verb.capitalize()} RUN_ID: with --server/--token through the server (which "
+            "executes), else as --as with --roles on the database; the run's rules decide whether "
+            "it counts.\n\nExit 0: recorded, and the run ended (or goes on) as meant; 1: not "
+            "recorded; 2: usage; 3: recorded, but the run then ended otherwise (e.g. denied by "
+            "the guard). See docs/cli.md."
         )
         return command
 

@@ -36,6 +36,7 @@ from signoff.core.registry import ActionRegistry  # noqa: E402
 from signoff.core.results import ExecutionResult  # noqa: E402
 from signoff.core.run import ActionRun, ApprovalState, RunStatus  # noqa: E402
 from signoff.core.runtime import Runtime  # noqa: E402
+from signoff.core.short_ids import short_id  # noqa: E402
 from signoff.store.sql import SqlStore, open_sql_store  # noqa: E402
 from signoff.surfaces.access.caller import Caller  # noqa: E402
 from signoff.surfaces.mcp.runs import RunQueries  # noqa: E402
@@ -172,7 +173,20 @@ async def measure(store: SqlStore, ids: list[str], samples: int) -> dict[str, tu
         assert run is not None
         assert await runtime.get(run_id, run.tenant_id) is not None
 
+    async with store.unit() as unit:
+        in_busy = [r for r in [await unit.runs.get(i) for i in ids] if r and r.tenant_id == BUSY]
+    busy_picks = iter([r.run_id for r in in_busy] * (samples + 10))
+
+    async def resolve_short() -> None:
+        # A person's short id (the 12-character random tail) in the busiest tenant: no index
+        # serves it, so this is the tenant's rows scanned.
+        run_id = next(busy_picks)
+        assert (await runtime.resolve_id(short_id(run_id), BUSY)).run_id == run_id
+
     return {
+        "resolve a short id, busy tenant (Runtime.resolve_id)": await percentiles(
+            resolve_short, samples
+        ),
         "pending list, busy tenant (inbox pending_for)": await percentiles(
             lambda: pending_for(runtime, BUSY), samples
         ),

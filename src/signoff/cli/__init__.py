@@ -20,6 +20,7 @@ from signoff.cli import (
     check,
     db,
     demo,
+    init,
     limits,
     recover,
     runs,
@@ -60,6 +61,7 @@ def _options(
     """A governed MCP server for business actions."""
 
 
+init.register(app)
 check.register(app)
 serve.register(app)
 app.command("demo")(demo.demo)

@@ -89,12 +89,23 @@ def _warnings(count: int) -> str:
     return f" ({count} warning{'s' * (count != 1)})" if count else ""
 
 
+def manifest_source(path: Path) -> Path:
+    """``path`` itself, unless it is a project directory (``signoff init``'s layout): a folder
+    with a ``manifests/`` folder and no manifest of its own at the top, whose manifests are
+    ``manifests/`` (and whose hooks then import from the project directory)."""
+    top = [p for p in path.glob("*") if p.suffix in (".yaml", ".yml")] if path.is_dir() else []
+    if path.is_dir() and (path / "manifests").is_dir() and not top:
+        return path / "manifests"
+    return path
+
+
 def check_manifests(source: Path, out: Console, err: Console) -> int:
     """Validate, print the table and the test cases; the exit status (0 only if all is well).
 
     Warnings are printed like problems (marked ``warning``) and do not change the status."""
     from signoff.manifest import ManifestErrors, load_manifests, run_cases
 
+    source = manifest_source(source)
     try:
         loaded = load_manifests(source)
     except ManifestErrors as exc:
@@ -142,7 +153,10 @@ def register(app: typer.Typer) -> None:
     def check(
         directory: Annotated[
             Path | None,
-            typer.Argument(help="Manifest directory or file (default: --manifests)."),
+            typer.Argument(
+                help="Manifest directory or file, or a project directory holding manifests/ "
+                "(default: --manifests)."
+            ),
         ] = None,
         manifests: ManifestsOption = DEFAULT_MANIFESTS,
     ) -> None:

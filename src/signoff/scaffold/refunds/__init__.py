@@ -1,0 +1,1 @@
+"""The refunds domain: the code the manifests in ``manifests/`` name (``refunds.executors``)."""

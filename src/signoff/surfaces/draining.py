@@ -1,10 +1,12 @@
 """Graceful shutdown state shared by the serving loop and the surfaces.
 
-On SIGTERM the HTTP server stops accepting connections, then ``begin()``: open long-polls
-(``signoff_get_run`` with ``wait_seconds``) return the run's current outcome at once, ``/readyz``
-answers 503, and the server waits (``settled``) until every call in flight has answered, for at
-most the grace period, before it closes the remaining idle streams. What is left of the grace
-then bounds the runtime's background work (``Runtime.shutdown``) before the process exits 0.
+On SIGTERM the HTTP server stops accepting new connections (its listening sockets close), then
+``begin()``: open long-polls (``signoff_get_run`` with ``wait_seconds``) return the run's current
+outcome at once, ``/readyz`` answers 503 on connections already open (a load balancer's
+keep-alive health check), and the server waits (``settled``) until every call in flight has
+answered, for at most the grace period, before it closes the remaining idle streams. What is left
+of the grace then bounds the runtime's background work (``Runtime.shutdown``) before the process
+exits 0.
 """
 
 from __future__ import annotations

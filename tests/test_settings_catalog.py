@@ -14,6 +14,7 @@ from signoff.core.input_limits import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH
 from signoff.core.runtime import DEFAULT_PENDING_PER_PRINCIPAL
 from signoff.settings import BY_NAME, SETTINGS, env_file
 from signoff.store.factory import DEFAULT_DATABASE_URL
+from signoff.surfaces.access import jwks
 from signoff.surfaces.access.scopes import DEFAULT_APPROVE, DEFAULT_PROPOSE
 from signoff.surfaces.mcp import sessions
 
@@ -74,6 +75,9 @@ def test_the_catalog_defaults_are_the_codes_defaults() -> None:
         "SIGNOFF_MCP_SESSIONS_PER_PRINCIPAL": str(sessions.DEFAULT_PER_PRINCIPAL),
         "SIGNOFF_MCP_MAX_SESSIONS": str(sessions.DEFAULT_MAX_SESSIONS),
         "SIGNOFF_MCP_SESSION_IDLE_SECONDS": shown(sessions.DEFAULT_IDLE_TIMEOUT),
+        "SIGNOFF_JWT_JWKS_CACHE_SECONDS": shown(jwks.DEFAULT_MAX_AGE),
+        "SIGNOFF_JWT_JWKS_REFRESH_SECONDS": shown(jwks.DEFAULT_MIN_INTERVAL),
+        "SIGNOFF_JWT_JWKS_TIMEOUT_SECONDS": shown(jwks.DEFAULT_TIMEOUT),
     }
     assert {name: BY_NAME[name].default for name in expected} == expected
 

@@ -119,6 +119,7 @@ WHEEL_NEEDS = (
     "signoff/demo/invoices/executors.py",
     "signoff/scaffold/manifests/refund-issue.yaml",
     "signoff/manifest/manifest.schema.json",
+    "signoff/settings/catalog.toml",
     "signoff/store/sql/migrations/env.py",
     "signoff/py.typed",
 )
@@ -183,7 +184,7 @@ def free_port() -> int:
 
 
 @pytest.fixture
-def demo(venv: Path, tmp_path: Path) -> Iterator[tuple[str, Path]]:
+def demo(venv: Path, tmp_path: Path) -> Iterator[tuple[str, Path, subprocess.Popen[str]]]:
     """``signoff demo`` from the fresh install, in an empty directory, serving on a free port."""
     port = free_port()
     process = subprocess.Popen(
@@ -208,9 +209,10 @@ def demo(venv: Path, tmp_path: Path) -> Iterator[tuple[str, Path]]:
     reader.start()
     try:
         assert ready.wait(120), "".join(lines)
-        yield f"http://127.0.0.1:{port}", tmp_path / ".signoff-demo"
+        yield f"http://127.0.0.1:{port}", tmp_path / ".signoff-demo", process
     finally:
-        process.send_signal(signal.SIGTERM)
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
         try:
             process.wait(60)
         except subprocess.TimeoutExpired:
@@ -223,8 +225,10 @@ def demo(venv: Path, tmp_path: Path) -> Iterator[tuple[str, Path]]:
                 process.stdout.close()
 
 
-def test_the_demo_serves_mcp_from_the_fresh_install(demo: tuple[str, Path]) -> None:
-    url, state = demo
+def test_the_demo_serves_mcp_from_the_fresh_install(
+    demo: tuple[str, Path, subprocess.Popen[str]],
+) -> None:
+    url, state, process = demo
     token = (state / "agent.token").read_text().strip()
     initialize = {
         "jsonrpc": "2.0",
@@ -241,12 +245,18 @@ def test_the_demo_serves_mcp_from_the_fresh_install(demo: tuple[str, Path]) -> N
         "Accept": "application/json, text/event-stream",
     }
 
+    health = httpx.get(f"{url}/healthz", timeout=30)
+    ready = httpx.get(f"{url}/readyz", timeout=30)
     answer = httpx.post(f"{url}/mcp", json=initialize, headers=headers, timeout=30)
     inbox = httpx.get(f"{url}/approvals", timeout=30)
+    process.send_signal(signal.SIGTERM)
+    stopped = process.wait(60)
 
     assert answer.status_code == 200, answer.text
     assert '"serverInfo"' in answer.text and '"signoff"' in answer.text
     assert inbox.status_code in (200, 303)
+    assert (health.status_code, ready.status_code) == (200, 200)
+    assert stopped == 0  # SIGTERM is a graceful stop
 
 
 def test_uvx_runs_the_wheel(dist: Dist, tmp_path: Path) -> None:

@@ -384,10 +384,11 @@ def test_export_streams_hashes_and_checkpoints_and_resumes_after_a_seq(
     assert window.exit_code == 0 and window.stdout == ""
 
 
-def test_a_run_input_changed_after_its_approval_no_longer_matches_the_approved_digest(
+def test_a_run_input_changed_after_its_approval_no_longer_matches_what_was_dispatched(
     copy: Copy,
 ) -> None:
-    """The input the quorum approved is rewritten in the run row (its events untouched)."""
+    """The input the quorum approved is rewritten in the run row (its events untouched): the
+    stored run no longer describes the call that was dispatched, nor the input proposed."""
     db, runs = copy
     sql(
         db,
@@ -397,8 +398,8 @@ def test_a_run_input_changed_after_its_approval_no_longer_matches_the_approved_d
     code, _, err = verify(db)
     assert code == 1
     lines = [line for line in err.splitlines() if line.startswith(f"run {runs['quorum']}:")]
-    assert len(lines) == 2, err  # both approvers
-    assert "the approval by lead-1" in err and "but the call dispatched is" in err
+    assert len(lines) == 2, err  # the dispatch event and the proposal both disagree
+    assert "not the call its dispatch event" in err and "stored input" in err
 
 
 def test_a_tenant_deleted_whole_behind_a_round_is_named(copy: Copy, tmp_path: Path) -> None:

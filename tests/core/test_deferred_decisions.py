@@ -89,7 +89,8 @@ async def test_a_server_dispatch_rechecks_policy_like_any_approval() -> None:
     pending = await cli.propose(proposal(LARGE))
     await cli.decide(pending.run_id, "acme", on_the_cli(FIN_1, "alice"))
     await cli.decide(pending.run_id, "acme", on_the_cli(FIN_2, "bob"))
-    # The server's manifests no longer let this principal propose it: the resume refuses.
+    # The server's manifests no longer let this principal propose it (and no instance holds
+    # the revision it was approved under): refused, nobody is asked again.
     stricter = definition(
         recorder,
         approval=TWO,

@@ -9,7 +9,7 @@ import pytest
 
 from signoff import Code, ExecutionStatus
 from signoff.cli.check import approval_rule
-from signoff.core import admission
+from signoff.core import admission, substance
 from signoff.core.answers import outcome_of, stored_statuses_for
 from signoff.core.approvals import is_overdue
 from signoff.core.clock import ManualClock
@@ -58,7 +58,7 @@ async def test_approvals_received_and_overdue_read_the_same_on_every_side() -> N
     await runtime.decide(pending.run_id, "acme", approve(LEAD2))
     run = await runtime.get_run(pending.run_id, "acme")
     assert run is not None and run.approval is not None
-    assert run.approval.approvals_received == 2
+    assert len(substance.standing_approvers(run)) == 2
     assert outcome_of(run).approval is not None
     summary = outcome_of(run).approval
     assert summary is not None and summary.approvals_received == 2

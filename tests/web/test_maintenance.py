@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -67,7 +68,9 @@ async def test_a_tick_keeps_this_incarnation_visibly_alive(site: Site) -> None:
 
 
 class BrokenWorkers(InMemoryWorkerRegistry):
-    async def heartbeat(self, worker_id: str, now: datetime) -> None:
+    async def heartbeat(
+        self, worker_id: str, now: datetime, revisions: Mapping[str, str] | None = None
+    ) -> None:
         raise ConnectionError("database unreachable")
 
 

@@ -48,6 +48,8 @@ class Problem:
     seq: int
     where: str
     problem: str
+    code: str | None = None
+    """The run check's stable code (``audit_check.AuditProblemCode``), for a run's finding."""
 
     def line(self) -> str:
         return f"{self.where}: {self.problem}"
@@ -254,9 +256,12 @@ async def _check_runs(
     async for run, events in runs_with_events(store, tenant_id):
         report.runs += 1
         found.add(run.run_id)
+        first = min((e.seq or 0 for e in events), default=0)
         for problem in check_trail(run, events):
-            seq = min((e.seq or 0 for e in events), default=0)
-            report.problems.append(Problem(seq, f"run {problem.run_id}", problem.problem))
+            seq = problem.seq if problem.seq is not None else first
+            report.problems.append(
+                Problem(seq, f"run {problem.run_id}", problem.problem, str(problem.code))
+            )
     faults = undecodable_rows(store)  # what the reads above had to skip
     unreadable = {row.row_id for row in faults} if faults is not None else set()
     for run_id, seq in run_ids.items():

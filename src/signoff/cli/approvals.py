@@ -141,10 +141,12 @@ def _pending_table(application: Application, runs: list[ActionRun]) -> Table:
 
 
 def _progress(r: ActionRun) -> str:
+    from signoff.core import substance
+
     state = r.approval
     if state is None:
         return ""
-    received = state.approvals_received
+    received = len(substance.standing_approvers(r))
     return f"{received}/{state.count} ({', '.join(state.approver_roles)})"
 
 

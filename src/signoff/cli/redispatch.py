@@ -59,7 +59,9 @@ def redispatch(
         return full, await application.runtime.redispatch(full, tenant, request)
 
     full, outcome = with_application(database, manifests, work)
-    redispatched = outcome.run_id != full
+    from signoff.core.repair import REFUSALS
+
+    redispatched = outcome.code not in REFUSALS and outcome.run_id != full
     if as_json:
         payload = {"code": outcome.code, "redispatched": redispatched}
         typer.echo(json.dumps({**payload, "outcome": outcome.model_dump(mode="json")}))

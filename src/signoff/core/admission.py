@@ -15,6 +15,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from signoff.core import substance
 from signoff.core.clock import new_token
 from signoff.core.codes import Code
 from signoff.core.definition import DuplicateVisibility, KeyRequirement
@@ -118,14 +119,14 @@ def policy_input(run: ActionRun, now: datetime, data: Any = None) -> PolicyInput
         tenant_id=run.tenant_id,
         proposer_type=run.proposer_type,
         channel=run.channel,
-        input=run.effective_input if data is None else data,
+        input=substance.will_run(run) if data is None else data,
         now=now,
     )
 
 
 def recheck(action: CompiledAction, run: ActionRun, now: datetime) -> ExecutionResult | None:
     """Validate the stored input and evaluate the *current* policy again (resume, recovery)."""
-    invalid = validate(action, run.effective_input)
+    invalid = validate(action, substance.will_run(run))
     if invalid is not None:
         return invalid
     decision = evaluate_policy(action, policy_input(run, now))

@@ -13,12 +13,12 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from signoff.core import admission
+from signoff.core import admission, substance
 from signoff.core.codes import Code
 from signoff.core.input_limits import check_input
 from signoff.core.policy import evaluate_policy
 from signoff.core.registry import CompiledAction
-from signoff.core.run import ActionRun, Amendment
+from signoff.core.run import ActionRun
 
 MAX_AMENDED_FIELDS = 32
 
@@ -51,8 +51,7 @@ def amended(
             Code.AMENDMENT_NOT_ALLOWED,
             f"Only these fields may be amended: {listed}; not {', '.join(refused)[:200]}.",
         )
-    before = run.effective_input
-    proposed = {**before, **changes}
+    proposed = {**substance.will_run(run), **changes}
     violation = check_input(proposed)
     if violation is not None:
         raise AmendmentRefused(Code.AMENDMENT_INVALID, violation.message)
@@ -69,15 +68,11 @@ def amended(
         raise AmendmentRefused(
             Code.AMENDMENT_INVALID, "An amendment may not change which resource the action is for."
         )
-    record = Amendment(
-        approver_id=approver_id,
-        at=now,
-        changes={name: proposed[name] for name in changes},
-        previous={name: before.get(name) for name in changes},
-    )
-    update: dict[str, Any] = {"approved_input": proposed, "amendments": (*run.amendments, record)}
-    state = run.approval
+    changed = substance.with_amendment(run, approver_id, changes, now)
+    state = changed.approval
     if state is not None and decision.approvals_needed > state.count:
         # A higher tier now applies (escalate): the run waits for more approvers.
-        update["approval"] = state.model_copy(update={"count": decision.approvals_needed})
-    return run.model_copy(update=update)
+        return changed.model_copy(
+            update={"approval": state.model_copy(update={"count": decision.approvals_needed})}
+        )
+    return changed

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from signoff.core import substance
 from signoff.core.approval_digest import short_digest
 from signoff.core.codes import Code, ExecutionStatus, RetryDisposition
 from signoff.core.results import ActionOutcome, ApprovalSummary, ExecutionResult
@@ -56,7 +57,7 @@ def approval_summary(run: ActionRun) -> ApprovalSummary | None:
         approval_id=state.approval_id,
         expires_at=state.expires_at,
         approvals_needed=state.count,
-        approvals_received=state.approvals_received,
+        approvals_received=len(substance.standing_approvers(run)),
         approver_roles=state.approver_roles,
         reason=state.reason,
         digest=short_digest(state.digest) or None,
@@ -105,7 +106,7 @@ def outcome_of(run: ActionRun, **overrides: Any) -> ActionOutcome:
         action=run.action_id,
         duplicate_of=run.duplicate_of,
         amended=run.approved_input is not None,
-        approved_input=run.approved_input,
+        approved_input=substance.will_run(run) if run.approved_input is not None else None,
         approval=approval_summary(run) if run.status is RunStatus.WAITING_APPROVAL else None,
     )
     fields.update(overrides)

@@ -7,6 +7,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from signoff.core import substance
 from signoff.core.ports import AuditEvent
 from signoff.core.run import ActionRun
 
@@ -28,6 +29,10 @@ class AuditKind(StrEnum):
     APPROVAL_EXPIRED = "approval_expired"
     APPROVED_DISPATCHING = "approved_dispatching"
     APPROVED_AWAITING_DISPATCH = "approved_awaiting_dispatch"
+    AMENDED_OVER_LIMIT = "amended_over_limit"
+    """An amendment took what will run over an approval limit: recorded, its vote not counted."""
+    APPROVAL_ASKED_AGAIN = "approval_asked_again"
+    """The revision an approval was asked under is gone from the fleet: asked again."""
     RESUME_REFUSED = "resume_refused"
     LIMIT_EXCEEDED = "limit_exceeded"
     DISPATCHING = "dispatching"
@@ -74,9 +79,11 @@ def event(
 ) -> AuditEvent:
     """An audit event stamped with the run's id, tenant and (new) status.
 
-    A result's operator ``detail`` (already redacted) is recorded here and nowhere else."""
+    A result's operator ``detail`` (already redacted) is recorded here and nowhere else, and
+    the digests of the run's substance this kind of event chains (``substance.facts``)."""
     if run.result is not None and run.result.detail and "detail" not in data:
         data["detail"] = run.result.detail
+    data.update(substance.facts(run, kind))
     return AuditEvent(
         run_id=run.run_id,
         tenant_id=run.tenant_id,

@@ -82,6 +82,7 @@ class Code(StrEnum):
     AMENDMENT_NOT_ALLOWED = "AMENDMENT_NOT_ALLOWED"
     AMENDMENT_INVALID = "AMENDMENT_INVALID"
     AMENDMENT_DENIED = "AMENDMENT_DENIED"
+    AMENDMENT_OVER_LIMIT = "AMENDMENT_OVER_LIMIT"
     PREVIEW_FAILED = "PREVIEW_FAILED"
     APPROVAL_AWAITING_DISPATCH = "APPROVAL_AWAITING_DISPATCH"
     PRE_EXECUTION_DENIED = "PRE_EXECUTION_DENIED"
@@ -106,6 +107,7 @@ class Code(StrEnum):
     ACTION_RESULT_NOT_TERMINAL = "ACTION_RESULT_NOT_TERMINAL"
     REPAIR_NOT_APPLICABLE = "REPAIR_NOT_APPLICABLE"
     REPAIR_NOT_IDEMPOTENT = "REPAIR_NOT_IDEMPOTENT"
+    REPAIR_IN_PROGRESS = "REPAIR_IN_PROGRESS"
     UNAUTHENTICATED = "UNAUTHENTICATED"
     LIMIT_EXCEEDED = "LIMIT_EXCEEDED"
     APPROVAL_DIGEST_MISMATCH = "APPROVAL_DIGEST_MISMATCH"
@@ -128,12 +130,13 @@ CODE_DESCRIPTIONS: dict[Code, str] = {
     Code.APPROVER_NOT_ELIGIBLE: "The approver lacks an approver role or is the proposer.",
     Code.APPROVAL_ALREADY_DECIDED: "This approver already decided this run; counted once.",
     Code.APPROVAL_NOT_PENDING: "The run is not waiting for approval.",
-    Code.APPROVAL_RUN_CHANGED: "The run changed since the approver saw it; nothing was recorded.",
+    Code.APPROVAL_RUN_CHANGED: "What will run changed since the version the approver was shown; nothing was recorded: decide again on the fresh view.",
     Code.AMENDMENT_NOT_ALLOWED: "The approver tried to change a field the manifest does not let approvers amend.",
     Code.AMENDMENT_INVALID: "The amended input does not validate or changes the resource; nothing was recorded.",
     Code.AMENDMENT_DENIED: "Policy refuses the amended input; nothing was recorded.",
+    Code.AMENDMENT_OVER_LIMIT: "The amended input is over a cumulative limit (on_exceed: approval): the amendment is recorded with the limit's reason and waits for an approval given on that view; this approval was not counted.",
     Code.PREVIEW_FAILED: "The preview (dry run) failed, so nobody was asked to approve; retry later.",
-    Code.APPROVAL_AWAITING_DISPATCH: "Approved; a serving signoff process will run it (CLI decision).",
+    Code.APPROVAL_AWAITING_DISPATCH: "Approved; a serving signoff process holding the definition revision it was approved under will run it (a CLI decision, or a fleet mid-upgrade).",
     Code.PRE_EXECUTION_DENIED: "The guard refused immediately before dispatch.",
     Code.DUPLICATE_IN_PROGRESS: "A request with this idempotency key is still in progress.",
     Code.IDEMPOTENCY_KEY_REQUIRED: "The action requires an idempotency_key.",
@@ -154,8 +157,9 @@ CODE_DESCRIPTIONS: dict[Code, str] = {
     Code.ACTION_EXTERNAL_TIMEOUT: "The external system never reported completion (orphan policy).",
     Code.ACTION_INTERRUPTED: "signoff stopped mid-action; the side effect may or may not have happened.",
     Code.ACTION_RESULT_NOT_TERMINAL: "A completion must carry a final result (SUCCEEDED or FAILED).",
-    Code.REPAIR_NOT_APPLICABLE: "Only a dispatched MANUAL_REVIEW failure (not deferred work) can be re-dispatched.",
+    Code.REPAIR_NOT_APPLICABLE: "Only a dispatched MANUAL_REVIEW failure (not deferred work) can be re-dispatched, once: re-dispatch its repair instead.",
     Code.REPAIR_NOT_IDEMPOTENT: "The executor is not idempotent: an operator re-dispatch could repeat its effect.",
+    Code.REPAIR_IN_PROGRESS: "This run is being re-dispatched already (one repair at a time); poll the repair run.",
     Code.UNAUTHENTICATED: "No valid credentials.",
     Code.LIMIT_EXCEEDED: "A cumulative limit (on_exceed: deny) is used up; the message says when it frees up.",
     Code.APPROVAL_DIGEST_MISMATCH: "What would run differs from what was approved; nothing ran.",

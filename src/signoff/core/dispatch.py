@@ -12,6 +12,7 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from signoff.core import substance
 from signoff.core.codes import Code, ExecutionStatus
 from signoff.core.declared import checked_decision, checked_result
 from signoff.core.definition import Hook
@@ -32,7 +33,7 @@ def context_for(run: ActionRun) -> ExecutionContext:
         action_id=run.action_id,
         tenant_id=run.tenant_id,
         principal=run.principal,
-        input=run.effective_input,
+        input=substance.will_run(run),
         resource=run.resource,
         attempt_token=run.attempt_token,
         operation_id=run.operation_id,

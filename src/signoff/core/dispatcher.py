@@ -75,9 +75,11 @@ class Dispatcher:
         duplicate_scope: DuplicateScope | None = None,
     ) -> ActionRun:
         """``run`` moved to RUNNING with a new attempt held by this incarnation (not committed)."""
+        # A repair re-dispatches the original's operation: it keeps the original's token.
+        keep = run.repair_of is not None and run.attempt_token is not None
         changes: RunChanges = {
             "attempt": run.attempt + 1,
-            "attempt_token": new_token(),
+            "attempt_token": run.attempt_token if keep and run.attempt_token else new_token(),
             "worker_id": self.worker_id,
         }
         if approval is not None:

@@ -14,13 +14,13 @@ Collaborators decide *what* to write; the ledger decides nothing about governanc
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar, cast
 
 from signoff.core.answers import outcome_of, terminal_status_for
 from signoff.core.audit_events import AuditKind, event
-from signoff.core.limit_stage import releases
+from signoff.core.limit_stage import releases, releases_scope
 from signoff.core.limits import LimitCheck, LimitDecision, LimitUsage, current_usage, reserve
 from signoff.core.observe import NO_OBSERVER, RuntimeObserver
 from signoff.core.ports import (
@@ -203,7 +203,9 @@ class RunLedger:
             stored = await unit.runs.compare_and_set(run.version, wanted)
             if stored is not None and stored.is_terminal:
                 assert stored.result is not None
-                if run.duplicate_scope is not None:
+                if run.duplicate_scope is not None and releases_scope(run, stored.status):
+                    await unit.duplicates.release(run.duplicate_scope, run.run_id)
+                elif run.duplicate_scope is not None:
                     await unit.duplicates.complete(
                         run.duplicate_scope, run.run_id, stored.result, wanted.updated_at
                     )
@@ -243,17 +245,19 @@ class RunLedger:
             else run.advance(status, now, result=result)
         )
         scope = run.duplicate_scope
+        gives_back = scope if scope is not None and releases_scope(run, status) else None
         then = Settlement(
             at=now,
             events=lambda stored: [
                 event(stored, kind, now, actor=actor, code=result.code, **(data or {}))
             ],
-            complete=(scope, result) if scope is not None else None,
+            complete=(scope, result) if scope is not None and gives_back is None else None,
             release_limits=releases(run, status),
+            release_scope=gives_back,
         )
 
         async def body(unit: StoreUnit) -> ActionRun | None:
-            if implements(unit, SettlingUnit):
+            if gives_back is None and implements(unit, SettlingUnit):
                 return await cast(SettlingUnit, unit).settle(run.version, final, then)
             return await settle(unit, run.version, final, then)
 
@@ -304,8 +308,19 @@ class RunLedger:
         async with self._store.unit() as unit:
             return await unit.duplicates.purge_completed(older_than)
 
-    async def heartbeat(self, worker_id: str, now: datetime) -> None:
-        await self._store.workers.heartbeat(worker_id, now)
+    async def heartbeat(
+        self, worker_id: str, now: datetime, revisions: Mapping[str, str] | None = None
+    ) -> None:
+        await self._store.workers.heartbeat(worker_id, now, revisions)
+
+    async def revisions_held(self, action_id: str, since: datetime) -> set[str]:
+        """The revisions of ``action_id`` held by incarnations seen since ``since`` and not
+        known dead (a fleet mid-upgrade)."""
+        held = await self._store.workers.revisions(action_id, since)
+        if not held:
+            return set()
+        liveness = await self._store.workers.liveness(list(held))
+        return {rev for worker, rev in held.items() if liveness.get(worker) is not Liveness.DEAD}
 
     async def last_seen(self, worker_ids: Sequence[str]) -> dict[str, datetime]:
         return await self._store.workers.last_seen(worker_ids)
@@ -324,6 +339,8 @@ async def settle(
     if then.complete is not None:
         scope, result = then.complete
         await unit.duplicates.complete(scope, run.run_id, result, then.at)
+    if then.release_scope is not None:
+        await unit.duplicates.release(then.release_scope, run.run_id)
     if then.release_limits:
         await unit.limits.release(run.run_id)
     await unit.audit.append(then.events(stored))

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from datetime import datetime
 
-from signoff.core import admission
+from signoff.core import admission, substance
 from signoff.core.approval_digest import approval_digest
 from signoff.core.codes import Code
 from signoff.core.limits import LimitCheck, LimitDecision, subject_of
@@ -72,22 +72,41 @@ def approval_reason(decision: LimitDecision) -> str:
     return "Over the " + " and the ".join(u.describe() for u in decision.exceeded) + "."
 
 
-def releases(run: ActionRun, status: RunStatus) -> bool:
-    """A run ending in ``status`` gives its limit reservations back when it never executed:
-    denied (policy, guard, limits, digest), expired, or cancelled before it was dispatched."""
-    if not run.limits_held:
-        return False
+def never_executed(run: ActionRun, status: RunStatus) -> bool:
+    """A run ending in ``status`` never executed: denied (policy, guard, limits, digest),
+    expired, or cancelled before it was dispatched."""
     if status in (RunStatus.DENIED, RunStatus.EXPIRED):
         return True
     return status is RunStatus.CANCELLED and run.dispatched_at is None
 
 
-def digest_of(action: CompiledAction, run: ActionRun) -> str:
-    """The approval digest of what ``run`` would execute under ``action`` as it is now."""
+def releases(run: ActionRun, status: RunStatus) -> bool:
+    """A run ending in ``status`` gives its limit reservations back when it never executed."""
+    return bool(run.limits_held) and never_executed(run, status)
+
+
+def releases_scope(run: ActionRun, status: RunStatus) -> bool:
+    """A repair (``repair.py``) that ends without executing gives back its claim on the run it
+    re-dispatches, so another repair may be asked for; every other scope keeps its first
+    terminal result for the duplicates that follow."""
+    return run.repair_of is not None and never_executed(run, status)
+
+
+def checks_for_run(
+    action: CompiledAction, run: ActionRun, request: PolicyInput
+) -> list[LimitCheck] | ExecutionResult:
+    """``checks_for``, except that a repair holds no limit: it repeats an operation the run it
+    repairs already counts."""
+    return [] if run.repair_of is not None else checks_for(action, run, request)
+
+
+def digest_of(action: CompiledAction, run: ActionRun, *, revision: str | None = None) -> str:
+    """The approval digest of what ``run`` would execute under ``action`` as it is now (under
+    ``revision``, the revision the approval is asked under, when another instance holds it)."""
     return approval_digest(
         action_id=run.action_id,
-        definition_revision=action.revision,
-        input=run.approved_input if run.approved_input is not None else run.input,
+        definition_revision=revision if revision is not None else action.revision,
+        input=substance.will_run(run),
         resource=run.resource,
         principal_id=run.principal.id,
         principal_roles=run.principal.roles,

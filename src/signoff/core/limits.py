@@ -192,7 +192,8 @@ class LimitLedger(Protocol):
     async def hold(
         self, key: str, tenant_id: str, run_id: str, amount: float, now: datetime
     ) -> None:
-        """Record ``run_id``'s reservation of ``key`` (idempotent per run and key)."""
+        """Record ``run_id``'s reservation of ``key`` of ``amount``, or replace the amount of the
+        one it holds (an amended input), keeping the time it was first reserved."""
         ...
 
     async def release(self, run_id: str) -> int:

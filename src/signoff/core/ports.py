@@ -14,7 +14,7 @@ store only provides atomic primitives:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
@@ -218,7 +218,16 @@ class WorkerRegistry(Protocol):
     heartbeat registers it (where it runs, and a lock its database session holds).
     """
 
-    async def heartbeat(self, worker_id: str, now: datetime) -> None: ...
+    async def heartbeat(
+        self, worker_id: str, now: datetime, revisions: Mapping[str, str] | None = None
+    ) -> None:
+        """Seen alive at ``now``, holding these definition revisions (action id -> revision)."""
+        ...
+
+    async def revisions(self, action_id: str, since: datetime) -> dict[str, str]:
+        """The revision of ``action_id`` each incarnation seen since ``since`` holds."""
+        ...
+
     async def last_seen(self, worker_ids: Sequence[str]) -> dict[str, datetime]: ...
     async def liveness(self, worker_ids: Sequence[str]) -> dict[str, Liveness]:
         """DEAD: its process on this host is gone or its database session ended; ALIVE: seen
@@ -281,6 +290,9 @@ class Settlement:
     """Complete this reservation (owned by the run) with this result, at ``at``."""
     release_limits: bool = False
     """Give the run's limit reservations back."""
+    release_scope: DuplicateScope | None = None
+    """Give this reservation (owned by the run) back instead of completing it (a repair that
+    never executed); only the four-port path writes it."""
 
 
 @runtime_checkable

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
+from signoff.core import substance
 from signoff.core.codes import Code, ExecutionStatus
 from signoff.core.disclosure import raised, told
 from signoff.core.dispatch import call_hook, normalize_result
@@ -39,7 +40,7 @@ async def run_preview(
         action_id=run.action_id,
         tenant_id=run.tenant_id,
         principal=run.principal,
-        input=run.effective_input,
+        input=substance.will_run(run),
         resource=run.resource,
         attempt_token="preview",
         operation_id=f"{run.run_id}:preview",

@@ -79,7 +79,9 @@ class Recovery:
         return self._dispatcher.worker_id
 
     async def heartbeat(self) -> None:
-        await self._ledger.heartbeat(self._worker_id, self._clock.now())
+        """Seen alive now, with the definition revisions this incarnation holds."""
+        held = {action.id: action.revision for action in self._registry.all()}
+        await self._ledger.heartbeat(self._worker_id, self._clock.now(), held)
 
     async def heartbeat_forever(self, every: float = HEARTBEAT_EVERY) -> None:
         """Keep this incarnation visibly alive (the server runs it in the background)."""

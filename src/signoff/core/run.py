@@ -86,6 +86,14 @@ class ApprovalDecision(BaseModel):
     digest: str | None = Field(
         default=None, description="The approval digest this decision was made on."
     )
+    revision: str | None = Field(
+        default=None, description="The definition revision the decision was made under."
+    )
+    seen: int | None = Field(
+        default=None,
+        description="The run version of what will run when the approver decided "
+        "(``substance.changed_at``): a later amendment leaves this decision behind.",
+    )
 
 
 class ApprovalState(BaseModel):
@@ -102,6 +110,11 @@ class ApprovalState(BaseModel):
     digest: str | None = Field(
         default=None, description="What is approved (core/approval_digest.py), set on request."
     )
+    revision: str | None = Field(
+        default=None,
+        description="The definition revision approvals are asked under: only an instance "
+        "holding it dispatches them (``approvals.py``).",
+    )
     reason: str | None = Field(
         default=None, description="Why approval is needed when a cumulative limit asks for it."
     )
@@ -111,12 +124,6 @@ class ApprovalState(BaseModel):
 
     def approvals(self) -> list[ApprovalDecision]:
         return [d for d in self.decisions if d.decision is ApprovalVote.APPROVE]
-
-    @property
-    def approvals_received(self) -> int:
-        """Distinct approvers who approved so far (what callers and approvers are shown; quorum
-        is decided by ``approvals.py`` under the current approver rule)."""
-        return len({d.approver_id for d in self.approvals()})
 
     def overdue(self, now: datetime) -> bool:
         """Past its deadline: expired by the next read or the sweeper. An approval already
@@ -149,6 +156,12 @@ class Amendment(BaseModel):
     at: datetime
     changes: dict[str, Any]
     previous: dict[str, Any]
+    version: int | None = Field(
+        default=None, description="The run version this amendment was written at."
+    )
+    digest: str | None = Field(
+        default=None, description="Digest of the input that will run after it (core/substance)."
+    )
 
 
 class DuplicateScope(BaseModel):
@@ -223,16 +236,16 @@ class ActionRun(BaseModel):
         description="An operator's re-dispatch of this MANUAL_REVIEW run (``repair.py``): it "
         "carries that run's operation id.",
     )
+    repairs: str | None = Field(
+        default=None,
+        description="The run this repair re-dispatches (``repair_of`` is the original whose "
+        "operation id it carries; they differ for a repair of a repair).",
+    )
     limits_held: tuple[str, ...] = Field(
         default=(), description="Names of the cumulative limits this run holds a reservation of."
     )
     created_at: datetime
     updated_at: datetime
-
-    @property
-    def effective_input(self) -> JsonObject:
-        """What is validated, checked and executed: the approved input if amended, else as proposed."""
-        return self.approved_input if self.approved_input is not None else self.input
 
     @property
     def is_terminal(self) -> bool:

@@ -94,10 +94,12 @@ class Runtime:
         self._pipeline = Pipeline(
             *stage, input_limits, self._observer, pending_per_principal=pending_per_principal
         )
-        self._approvals = Approvals(*stage)
+        self._approvals = Approvals(*stage, fleet_ttl=worker_ttl)
         self._external = External(registry, self._ledger, self._clock)
         self._cancellation = Cancellation(self._ledger, self._approvals, self._external)
-        self._repair = Repair(registry, self._ledger, self._dispatcher, self._clock)
+        self._repair = Repair(
+            registry, self._ledger, self._approvals, self._clock, self._notifications
+        )
         self._reads = RunReads(registry, self._ledger, self._approvals, self._clock)
         self._recovery = Recovery(
             registry,

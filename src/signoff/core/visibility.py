@@ -155,11 +155,24 @@ def paths_by_root(entries: Iterable[str]) -> dict[str, list[tuple[str, ...]]]:
 
 
 def masked_run(run: ActionRun, definition: ActionDefinition | None) -> ActionRun:
-    """The run as any surface shows it: sensitive input and output values masked."""
+    """The run as any surface shows it: sensitive values masked in the proposed input, the
+    approved input, each amendment's before and after, and the output."""
     paths = sensitive_paths(definition)
     if not paths["input"] and not paths["output"]:
         return run
     changes: dict[str, Any] = {"input": mask_document(run.input, paths["input"])}
+    if run.approved_input is not None:
+        changes["approved_input"] = mask_document(run.approved_input, paths["input"])
+    if run.amendments:
+        changes["amendments"] = tuple(
+            a.model_copy(
+                update={
+                    "changes": mask_document(a.changes, paths["input"]),
+                    "previous": mask_document(a.previous, paths["input"]),
+                }
+            )
+            for a in run.amendments
+        )
     if run.result is not None and run.result.output is not None and paths["output"]:
         output = mask_document(run.result.output, paths["output"])
         changes["result"] = run.result.model_copy(update={"output": output})
@@ -167,8 +180,11 @@ def masked_run(run: ActionRun, definition: ActionDefinition | None) -> ActionRun
 
 
 def masked_outcome(outcome: ActionOutcome, definition: ActionDefinition | None) -> ActionOutcome:
-    """An outcome as a surface returns it: sensitive output values masked."""
-    paths = sensitive_paths(definition)["output"]
-    if not paths or outcome.output is None:
-        return outcome
-    return outcome.model_copy(update={"output": mask_document(outcome.output, paths)})
+    """An outcome as a surface returns it: sensitive output and approved-input values masked."""
+    paths = sensitive_paths(definition)
+    changes: dict[str, Any] = {}
+    if paths["output"] and outcome.output is not None:
+        changes["output"] = mask_document(outcome.output, paths["output"])
+    if paths["input"] and outcome.approved_input is not None:
+        changes["approved_input"] = mask_document(outcome.approved_input, paths["input"])
+    return outcome.model_copy(update=changes) if changes else outcome

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import datetime
@@ -297,10 +297,23 @@ class InMemoryWorkerRegistry:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._seen: dict[str, datetime] = {}
+        self._revisions: dict[str, dict[str, str]] = {}
 
-    async def heartbeat(self, worker_id: str, now: datetime) -> None:
+    async def heartbeat(
+        self, worker_id: str, now: datetime, revisions: Mapping[str, str] | None = None
+    ) -> None:
         with self._lock:
             self._seen[worker_id] = now
+            if revisions is not None:
+                self._revisions[worker_id] = dict(revisions)
+
+    async def revisions(self, action_id: str, since: datetime) -> dict[str, str]:
+        with self._lock:
+            return {
+                worker: held[action_id]
+                for worker, held in self._revisions.items()
+                if self._seen.get(worker, since) > since and action_id in held
+            }
 
     async def last_seen(self, worker_ids: Sequence[str]) -> dict[str, datetime]:
         with self._lock:

@@ -43,7 +43,7 @@ class SqlLimitLedger:
         self, key: str, tenant_id: str, run_id: str, amount: float, now: datetime
     ) -> None:
         unit = self._unit
-        await unit.insert_or_nothing(
+        await unit.write(
             unit.sql.hold_limit,
             {
                 "limit_key": key,

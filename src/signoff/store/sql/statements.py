@@ -77,6 +77,8 @@ class Statements:
     limit_usage: Select[Any]
     limit_totals: Select[Any]
     hold_limit: Insert
+    """Hold a run's reservation of a subject, or replace its amount (an amendment): the time it
+    was first reserved is kept, so the window it counts in does not move."""
     release_limits: Delete
     purge_limits: Delete
 
@@ -147,8 +149,9 @@ def statements_for(dialect: str) -> Statements:
         insert_round = postgresql.insert(audit_rounds).on_conflict_do_nothing(
             index_elements=["round"]
         )
-        hold_limit = postgresql.insert(limit_reservations).on_conflict_do_nothing(
-            index_elements=["limit_key", "run_id"]
+        pg_hold = postgresql.insert(limit_reservations)
+        hold_limit = pg_hold.on_conflict_do_update(
+            index_elements=["limit_key", "run_id"], set_={"amount": pg_hold.excluded.amount}
         )
         insert_run = postgresql.insert(runs).on_conflict_do_nothing(index_elements=["run_id"])
         insert_duplicate = postgresql.insert(duplicates).on_conflict_do_nothing(
@@ -156,8 +159,9 @@ def statements_for(dialect: str) -> Statements:
         )
     elif dialect == "sqlite":
         insert_round = sqlite.insert(audit_rounds).on_conflict_do_nothing(index_elements=["round"])
-        hold_limit = sqlite.insert(limit_reservations).on_conflict_do_nothing(
-            index_elements=["limit_key", "run_id"]
+        lite_hold = sqlite.insert(limit_reservations)
+        hold_limit = lite_hold.on_conflict_do_update(
+            index_elements=["limit_key", "run_id"], set_={"amount": lite_hold.excluded.amount}
         )
         insert_run = sqlite.insert(runs).on_conflict_do_nothing(index_elements=["run_id"])
         insert_duplicate = sqlite.insert(duplicates).on_conflict_do_nothing(
@@ -165,7 +169,8 @@ def statements_for(dialect: str) -> Statements:
         )
     else:
         insert_round = sa.insert(audit_rounds)
-        hold_limit = sa.insert(limit_reservations)
+        my_hold = mysql.insert(limit_reservations)
+        hold_limit = my_hold.on_duplicate_key_update(amount=my_hold.inserted.amount)
         insert_run = sa.insert(runs)
         insert_duplicate = sa.insert(duplicates)
 

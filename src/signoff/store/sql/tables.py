@@ -26,7 +26,8 @@ The schema itself is created and changed only by the Alembic migrations next to 
 - ``signoff_limit_reservations``: one row per (subject, run) holding a limit; usage in a window
   is counted and summed from these rows; a run that ends without executing deletes its rows.
 - ``signoff_workers``: each runtime incarnation's last heartbeat, host, pid, process start time
-  and liveness lock name, for crash recovery.
+  and liveness lock name, for crash recovery, and the definition revisions it holds (a fleet
+  mid-upgrade hands an approval to an instance holding the revision it was approved under).
 - ``signoff_approval_links``: one-time decision links, by the SHA-256 of their token.
 
 MySQL/MariaDB tables use ``utf8mb4`` with the binary collation, so ids and tenants compare
@@ -209,6 +210,8 @@ workers = sa.Table(
     sa.Column("pid", sa.Integer(), nullable=True),
     sa.Column("started", sa.Double(), nullable=True),
     sa.Column("lock_name", sa.String(64), nullable=True),
+    # The definition revisions this incarnation holds, as JSON {action id: revision} (0009).
+    sa.Column("revisions", LongText, nullable=True),
     **MYSQL_TABLE_ARGS,
 )
 

@@ -10,8 +10,9 @@ lifecycle truth; runs never are upserted).
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -34,7 +35,7 @@ from signoff.store.sql.tables import workers
 from signoff.store.sql.writer import SqliteWriter
 
 log = logging.getLogger("signoff")
-_COLUMNS = ("last_seen", "host", "pid", "started", "lock_name")
+_COLUMNS = ("last_seen", "host", "pid", "started", "lock_name", "revisions")
 
 
 def _upsert(dialect: str) -> Insert:
@@ -64,7 +65,9 @@ class SqlWorkerRegistry:
         self._registering = asyncio.Lock()
         self._me = Incarnation.this_process()
 
-    async def heartbeat(self, worker_id: str, now: datetime) -> None:
+    async def heartbeat(
+        self, worker_id: str, now: datetime, revisions: Mapping[str, str] | None = None
+    ) -> None:
         # Shielded: a heartbeat cancelled mid-query (the recovery pulse is cancelled when a pass
         # ends) must not break the lock's connection, which would end the session and the lock.
         lock = await asyncio.shield(self._keep_lock(worker_id))
@@ -75,6 +78,7 @@ class SqlWorkerRegistry:
             "pid": self._me.pid,
             "started": self._me.started,
             "lock_name": lock.name if lock is not None else None,
+            "revisions": json.dumps(dict(revisions), sort_keys=True) if revisions else None,
         }
         if self._writer is not None:
             upsert = self._upsert
@@ -110,6 +114,24 @@ class SqlWorkerRegistry:
             await conn.rollback()
         # Exact matches only (MySQL pads trailing spaces when it compares).
         return [row for row in rows if row.worker_id in wanted]
+
+    async def revisions(self, action_id: str, since: datetime) -> dict[str, str]:
+        query = sa.select(workers.c.worker_id, workers.c.revisions).where(
+            workers.c.last_seen > since, workers.c.revisions.is_not(None)
+        )
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+            await conn.rollback()
+        found: dict[str, str] = {}
+        for row in rows:
+            try:
+                held = json.loads(row.revisions)
+            except (TypeError, ValueError):
+                continue  # an unreadable row holds nothing this process can rely on
+            revision = held.get(action_id) if isinstance(held, dict) else None
+            if isinstance(revision, str):
+                found[row.worker_id] = revision
+        return found
 
     async def last_seen(self, worker_ids: Sequence[str]) -> dict[str, datetime]:
         return {row.worker_id: row.last_seen for row in await self._rows(worker_ids)}

@@ -24,6 +24,7 @@ from signoff.core.approvals import DecisionRequest
 from signoff.core.codes import Code
 from signoff.core.identity import Channel
 from signoff.core.limits import usage_record
+from signoff.core.repair import REFUSALS as REPAIR_REFUSALS
 from signoff.core.run import MAX_REASON_CHARS, ApprovalVote
 from signoff.core.runtime import RepairRequest, Runtime
 from signoff.core.short_ids import RUN_ID_AMBIGUOUS
@@ -232,7 +233,7 @@ async def redispatch_answer(
     )
     if outcome.code == Code.ACTION_RUN_NOT_FOUND:
         return not_found()
-    if outcome.run_id == run_id:  # refused: nothing was dispatched
+    if outcome.code in REPAIR_REFUSALS or outcome.run_id == run_id:  # refused: nothing ran
         return answer(outcome.code, outcome.message, redispatched=False)
     return answer(
         outcome.code,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from signoff.core import substance
 from signoff.core.approval_digest import short_digest
 from signoff.core.codes import Code
 from signoff.core.run import ActionRun, RunStatus
@@ -28,7 +29,7 @@ def inbox_row(runtime: Runtime, run: ActionRun, now: datetime, caller: Caller) -
     action = runtime.action(run.action_id)
     definition = action.definition if action is not None else None
     state = run.approval
-    received = state.approvals_received if state is not None else 0
+    received = len(substance.standing_approvers(run))
     return {
         "id": run.run_id,
         "action": run.action_id,

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from signoff.core import substance
 from signoff.core.answers import outcome_of
 from signoff.core.approval_digest import short_digest
 from signoff.core.approvals import approver_refusal, is_overdue
@@ -212,7 +213,7 @@ def run_json(runtime: Runtime, run: ActionRun, caller: Caller | None) -> dict[st
             "approval_id": state.approval_id,
             "approver_roles": list(state.approver_roles),
             "approvals_needed": state.count,
-            "approvals_received": state.approvals_received,
+            "approvals_received": len(substance.standing_approvers(run)),
             "requested_at": _iso(state.requested_at),
             "expires_at": _iso(state.expires_at),
             "reason": state.reason,
@@ -291,7 +292,7 @@ def amendable_fields(runtime: Runtime, run: ActionRun) -> list[dict[str, Any]]:
     if action is None:
         return []
     properties = action.definition.input_schema.get("properties", {})
-    current = run.effective_input
+    current = substance.will_run(run)
     fields: list[dict[str, Any]] = []
     for name in action.definition.approval.amend:
         schema = properties.get(name, {}) if isinstance(properties, dict) else {}

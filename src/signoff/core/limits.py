@@ -192,8 +192,10 @@ class LimitLedger(Protocol):
     async def hold(
         self, key: str, tenant_id: str, run_id: str, amount: float, now: datetime
     ) -> None:
-        """Record ``run_id``'s reservation of ``key`` of ``amount``, or replace the amount of the
-        one it holds (an amended input), keeping the time it was first reserved."""
+        """Record ``run_id``'s reservation of ``key`` of ``amount`` at ``now``, or replace the
+        amount and time of the one it holds: a reservation counts in the window from the last
+        time its limits were checked (the proposal, an amendment, the dispatch after approval),
+        so what executes in any window is what that window's usage counted."""
         ...
 
     async def release(self, run_id: str) -> int:

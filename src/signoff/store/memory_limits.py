@@ -55,9 +55,7 @@ class InMemoryLimitLedger:
         self, key: str, tenant_id: str, run_id: str, amount: float, now: datetime
     ) -> None:
         with self._rows.guard:
-            held = self._rows.rows.get((key, run_id))
-            since = held[1].reserved_at if held is not None else now  # the window does not move
-            self._rows.rows[(key, run_id)] = (tenant_id, LimitEntry(run_id, since, amount))
+            self._rows.rows[(key, run_id)] = (tenant_id, LimitEntry(run_id, now, amount))
 
     async def release(self, run_id: str) -> int:
         with self._rows.guard:

@@ -77,8 +77,8 @@ class Statements:
     limit_usage: Select[Any]
     limit_totals: Select[Any]
     hold_limit: Insert
-    """Hold a run's reservation of a subject, or replace its amount (an amendment): the time it
-    was first reserved is kept, so the window it counts in does not move."""
+    """Hold a run's reservation of a subject, or replace its amount and time (an amendment, the
+    dispatch after approval): a reservation counts from the last time its limits were checked."""
     release_limits: Delete
     purge_limits: Delete
 
@@ -151,7 +151,8 @@ def statements_for(dialect: str) -> Statements:
         )
         pg_hold = postgresql.insert(limit_reservations)
         hold_limit = pg_hold.on_conflict_do_update(
-            index_elements=["limit_key", "run_id"], set_={"amount": pg_hold.excluded.amount}
+            index_elements=["limit_key", "run_id"],
+            set_={"amount": pg_hold.excluded.amount, "reserved_at": pg_hold.excluded.reserved_at},
         )
         insert_run = postgresql.insert(runs).on_conflict_do_nothing(index_elements=["run_id"])
         insert_duplicate = postgresql.insert(duplicates).on_conflict_do_nothing(
@@ -161,7 +162,11 @@ def statements_for(dialect: str) -> Statements:
         insert_round = sqlite.insert(audit_rounds).on_conflict_do_nothing(index_elements=["round"])
         lite_hold = sqlite.insert(limit_reservations)
         hold_limit = lite_hold.on_conflict_do_update(
-            index_elements=["limit_key", "run_id"], set_={"amount": lite_hold.excluded.amount}
+            index_elements=["limit_key", "run_id"],
+            set_={
+                "amount": lite_hold.excluded.amount,
+                "reserved_at": lite_hold.excluded.reserved_at,
+            },
         )
         insert_run = sqlite.insert(runs).on_conflict_do_nothing(index_elements=["run_id"])
         insert_duplicate = sqlite.insert(duplicates).on_conflict_do_nothing(
@@ -170,7 +175,9 @@ def statements_for(dialect: str) -> Statements:
     else:
         insert_round = sa.insert(audit_rounds)
         my_hold = mysql.insert(limit_reservations)
-        hold_limit = my_hold.on_duplicate_key_update(amount=my_hold.inserted.amount)
+        hold_limit = my_hold.on_duplicate_key_update(
+            amount=my_hold.inserted.amount, reserved_at=my_hold.inserted.reserved_at
+        )
         insert_run = sa.insert(runs)
         insert_duplicate = sa.insert(duplicates)
 

@@ -33,6 +33,7 @@ def serve_application(
     *,
     notifier: NotifierFactory | None = None,
     observer: RuntimeObserver | None = None,
+    housekeeping_every: float = 15.0,
 ) -> None:
     """Build the application inside the serving loop (stores bind to it), run, close."""
     import asyncio
@@ -48,6 +49,7 @@ def serve_application(
             application = await start_application(
                 Settings(database_url=database, manifests_dir=Path(manifests), observer=observer),
                 notifier=notifier,
+                housekeeping_every=housekeeping_every,
             )
         except StoreError as exc:
             fail(f"cannot start: {exc}", exc.code)

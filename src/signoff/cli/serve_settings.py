@@ -36,6 +36,9 @@ class ServeSettings(BaseSettings):
     trace_payloads: bool = False
     # Seconds /readyz waits for the database before answering 503.
     ready_timeout: float = Field(default=2.0, gt=0, le=60)
+    # Seconds between housekeeping ticks (heartbeat, expiry, approved dispatch, sweeps).
+    # (15: maintenance.DEFAULT_EVERY, not imported here so that help stays light)
+    housekeeping_every: float = Field(default=15.0, gt=0, le=3600)
 
     @classmethod
     def resolve(cls, **given: Any) -> ServeSettings:

@@ -103,6 +103,7 @@ def serve_main(
             manifests,
             lambda app: _stdio(app, caller, reload, secret),
             observer=observer,
+            housekeeping_every=settings.housekeeping_every,
         )
         return
 
@@ -160,6 +161,7 @@ def serve_main(
         lambda app: run_http(app, auth, options, web, notifications, settings, reload),
         notifier=notifications,
         observer=observer,
+        housekeeping_every=settings.housekeeping_every,
     )
 
 

@@ -53,6 +53,9 @@ class DecisionBody(BaseModel):
         default=None,
         description="approve only: new values for fields the action lets approvers amend",
     )
+    expected_version: int | None = Field(
+        default=None, ge=1, description="the run version the approver was shown (GET the run)"
+    )
 
 
 class RedispatchBody(BaseModel):
@@ -170,7 +173,9 @@ class ApprovalsApi:
         run_id = await resolved_id(self.runtime, request.path_params["run_id"], verified)
         if not isinstance(run_id, str):
             return run_id
-        return await self._decision(run_id, verified, vote, body.reason, body.amend)
+        return await self._decision(
+            run_id, verified, vote, body.reason, body.amend, body.expected_version
+        )
 
     async def _decision(
         self,
@@ -179,6 +184,7 @@ class ApprovalsApi:
         vote: ApprovalVote,
         reason: str,
         amend: dict[str, Any] | None = None,
+        expected_version: int | None = None,
     ) -> Response:
         caller = verified.caller
         result = await self.runtime.decide(
@@ -191,6 +197,7 @@ class ApprovalsApi:
                 channel=Channel.API,
                 via=verified.client_id,
                 amendments=amend,
+                expected_version=expected_version,
             ),
             reader=caller.reader(ReaderKind.APPROVER),
         )

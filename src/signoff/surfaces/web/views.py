@@ -238,6 +238,7 @@ def run_json(runtime: Runtime, run: ActionRun, caller: Caller | None) -> dict[st
         "risk": str(definition.risk) if definition is not None else None,
         "effect": str(definition.effect) if definition is not None else None,
         "status": str(run.status),
+        "version": run.version,
         "proposer_type": str(run.proposer_type),
         "channel": str(run.channel),
         "principal": {"id": run.principal.id, "roles": list(run.principal.roles)},

@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install tools wheelhouse lint typecheck test pytest demo format clean bench schema docs docs-tables
+.PHONY: install tools wheelhouse lint typecheck test check pytest demo format clean bench schema docs docs-tables
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,11 @@ pytest: install tools
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test: lint typecheck pytest
+
+# The fast loop while working: lint, types and the tests that need no server process, browser or
+# other database, on both CPUs (pytest-xdist). `make test` is still what lands.
+check: lint typecheck
+	$(BIN)/python -m pytest -q -p xdist -n 2 -m "not slow" $(PYTEST_ARGS)
 
 format: install
 	$(BIN)/ruff check --fix src tests benchmarks examples

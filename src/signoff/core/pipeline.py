@@ -170,7 +170,13 @@ class Pipeline:
             RunStatus.POLICY_EVALUATED, now, input_hash=input_hash, resource=decision.resource
         )
         events.append(
-            event(run, AuditKind.POLICY_ALLOWED, now, approval_required=decision.approval_required)
+            event(
+                run,
+                AuditKind.POLICY_ALLOWED,
+                now,
+                approval_required=decision.approval_required,
+                approvals_needed=decision.approvals_needed,
+            )
         )
 
         checks = limit_stage.checks_for(action, run, admission.policy_input(run, now))
@@ -262,6 +268,7 @@ class Pipeline:
                 now,
                 code=Code.APPROVAL_REQUIRED,
                 reason=reason,
+                limits=[u.check.spec.name for u in verdict.exceeded],
             )
             return parked, [*reserved, requested]
 

@@ -35,6 +35,10 @@ class PolicyDecision:
     approval_required: bool = False
     # How many distinct approvers this input needs: the rule's count, raised by matching tiers.
     approvals_needed: int = 1
+    # Which rule decided (a denial: ``policy.roles``, ``policy.deny[1]``, or where evaluation
+    # failed) and which escalation tiers matched (their indexes), for explanations (replay).
+    rule: str | None = None
+    tiers: tuple[int, ...] = ()
 
 
 _STRING: Final = {"type": "string"}
@@ -91,7 +95,9 @@ def _error(where: str, exc: Exception) -> PolicyDecision:
         Code.POLICY_EVALUATION_ERROR, f"The policy could not be evaluated ({where}); denied."
     )
     return PolicyDecision(
-        resource=None, denial=denial.model_copy(update={"detail": exception_detail(exc)})
+        resource=None,
+        denial=denial.model_copy(update={"detail": exception_detail(exc)}),
+        rule=where,
     )
 
 
@@ -121,6 +127,7 @@ def evaluate_policy(action: CompiledAction, request: PolicyInput) -> PolicyDecis
                 Code.POLICY_DENIED,
                 f"Principal lacks a permitted role for {definition.id}.",
             ),
+            rule="policy.roles",
         )
 
     variables = _variables(action, request, resource)
@@ -131,7 +138,9 @@ def evaluate_policy(action: CompiledAction, request: PolicyInput) -> PolicyDecis
             return _error(f"policy.deny[{index}]", exc)
         if matched:
             return PolicyDecision(
-                resource=resource, denial=ExecutionResult.denied(rule.code, rule.message)
+                resource=resource,
+                denial=ExecutionResult.denied(rule.code, rule.message),
+                rule=f"policy.deny[{index}]",
             )
 
     try:
@@ -139,12 +148,17 @@ def evaluate_policy(action: CompiledAction, request: PolicyInput) -> PolicyDecis
     except CelEvaluationError as exc:
         return _error("approval.when", exc)
     needed = action.definition.approval.count
+    tiers: list[int] = []
     for index, (tier_when, count) in enumerate(action.escalations):
         try:
             if tier_when.evaluate_bool(variables):
                 needed = max(needed, count)
+                tiers.append(index)
         except CelEvaluationError as exc:
             return _error(f"approval.escalate[{index}]", exc)
     return PolicyDecision(
-        resource=resource, approval_required=approval_required, approvals_needed=needed
+        resource=resource,
+        approval_required=approval_required,
+        approvals_needed=needed,
+        tiers=tuple(tiers),
     )

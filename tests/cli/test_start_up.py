@@ -79,6 +79,7 @@ def test_the_top_level_help_and_version_load_neither_the_server_nor_the_core(
         ("serve", "--help"),
         ("demo", "--help"),
         ("audit", "verify", "--help"),
+        ("policy", "replay", "--help"),
     ],
 )
 def test_a_subcommands_help_loads_no_server_stack(args: tuple[str, ...]) -> None:

@@ -22,6 +22,7 @@ from signoff.cli import (
     demo,
     init,
     limits,
+    policy,
     recover,
     runs,
     serve,
@@ -71,6 +72,7 @@ approvals.register(app)
 recover.register(app)
 audit.register(app)
 limits.register(app)
+policy.register(app)
 token.register(app)
 
 

@@ -54,11 +54,11 @@ async def open_existing(url: str) -> Store:
     """Open a database for reading; never creates or migrates one (SQLite included)."""
     from signoff.store.factory import open_store
 
-    _require_existing(url)
+    require_existing(url)
     return await open_store(url, upgrade=False)
 
 
-def _require_existing(url: str) -> None:
+def require_existing(url: str) -> None:
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
 

@@ -54,9 +54,11 @@ from signoff.core.definition import (
 from signoff.core.limits import LimitSpec, OnExceed
 from signoff.core.ports import Store
 from signoff.core.registry import ActionRegistry
+from signoff.core.replay import ReplayScope, replay
 from signoff.core.results import ActionOutcome
 from signoff.core.run import ActionRun, ApprovalVote, RunStatus
 from signoff.core.runtime import DecisionRequest, RepairRequest, Runtime
+from signoff.store.history import MemoryHistory, open_history
 from signoff.store.memory import InMemoryStore
 from signoff.store.sql import open_sql_store
 from tests.helpers import proposal
@@ -473,6 +475,27 @@ class CrossFeatureMachine(RuleBasedStateMachine):
     def the_trail_verifies(self) -> None:
         report = self._run(verify_trail(self.store, tenant_id=self.tenant))
         assert [p.line() for p in report.problems] == []
+
+    @invariant()
+    def replaying_the_history_changes_nothing(self) -> None:
+        """The history replayed against the definitions it ran under decides every run as it
+        was decided: the replay's stages and its rebuilt limit usage are the pipeline's."""
+        report = self._run(self._replay())
+        record = report.record()
+        assert report.changed == 0, record["actions"]
+        assert report.replayed == len([r for r in self._stored() if r.repair_of is None])
+
+    async def _replay(self) -> Any:
+        if isinstance(self.store, InMemoryStore):
+            history: Any = MemoryHistory(self.store)
+        else:
+            assert self.url is not None or self.directory is not None
+            url = self.url or f"sqlite+aiosqlite:///{self.directory}/model.db"
+            history = await open_history(url)
+        try:
+            return await replay(history, self.registry, ReplayScope(tenant_id=self.tenant))
+        finally:
+            await history.close()
 
     @invariant()
     def no_secret_reaches_a_caller(self) -> None:

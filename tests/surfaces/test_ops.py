@@ -205,7 +205,7 @@ async def test_metrics_move_with_governed_calls_with_low_cardinality_labels(ops:
         == 1
     )
     assert _value(after, "signoff_pending_approvals") == 1
-    assert _value(after, "signoff_nonterminal_runs", status="WAITING_APPROVAL") == 1
+    assert _value(after, "signoff_nonterminal_runs", status="PENDING_APPROVAL") == 1
     assert moved("signoff_undecodable_rows_total", table="runs") == 1
     run_id = pending.structured_content["run_id"]
     assert run_id not in scraped.text and "acme" not in scraped.text

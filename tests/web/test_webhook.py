@@ -82,7 +82,7 @@ async def test_requests_and_decisions_are_posted_with_an_hmac_of_the_body() -> N
     assert "Jane Doe" not in json.dumps(requested)
     assert decided["run"]["input"]["reason"] == requested["run"]["input"]["reason"] != "Jane Doe"
     assert (requested["event"], requested["decision"]) == ("approval.requested", None)
-    assert requested["run"]["status"] == "WAITING_APPROVAL"
+    assert requested["run"]["status"] == "PENDING_APPROVAL"
     assert requested["run"]["tenant"] == "acme"
     assert requested["run"]["input"]["invoice_id"] == "INV-5"
     assert requested["links"]["inbox"] == f"{BASE_URL}/approvals/runs/{pending.run_id}"

@@ -92,13 +92,13 @@ class Metrics:
         )
         self.nonterminal_runs = Gauge(
             "signoff_nonterminal_runs",
-            "Runs not yet final, by stored status (read from the store at scrape time).",
+            "Runs not yet final, by status (read from the store at scrape time).",
             ["status"],
             registry=r,
         )
         self.nonterminal_oldest = Gauge(
             "signoff_nonterminal_run_oldest_age",
-            "Age of the oldest run not yet final, by stored status.",
+            "Age of the oldest run not yet final, by status.",
             ["status"],
             unit="seconds",
             registry=r,

@@ -21,6 +21,7 @@ from starlette.routing import Route
 
 from signoff.core.ports import Store
 from signoff.core.run import NON_TERMINAL_STATUSES, RunStatus
+from signoff.core.statuses import shown_status
 from signoff.observability.metrics import CONTENT_TYPE, METRICS, Metrics
 
 PAGE = 500
@@ -68,9 +69,9 @@ class MetricsEndpoint:
             before = page[-1].run_id
         now = self.now()
         for status in statuses:
-            self.metrics.nonterminal_runs.labels(status=str(status)).set(counts[status])
+            self.metrics.nonterminal_runs.labels(status=shown_status(status)).set(counts[status])
             age = (now - oldest[status]).total_seconds() if status in oldest else 0.0
-            self.metrics.nonterminal_oldest.labels(status=str(status)).set(max(age, 0.0))
+            self.metrics.nonterminal_oldest.labels(status=shown_status(status)).set(max(age, 0.0))
         self.metrics.pending_approvals.set(counts[RunStatus.WAITING_APPROVAL])
         if self.lane is not None:
             occupied, capacity = self.lane()

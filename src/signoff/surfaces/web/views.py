@@ -21,6 +21,7 @@ from signoff.core.definition import DEFAULT_APPROVAL_WHEN, ActionDefinition, def
 from signoff.core.input_limits import is_plain_text
 from signoff.core.run import ActionRun, RunStatus
 from signoff.core.runtime import Runtime
+from signoff.core.statuses import shown_status
 from signoff.core.visibility import (
     MASK,
     mask_document,
@@ -237,7 +238,7 @@ def run_json(runtime: Runtime, run: ActionRun, caller: Caller | None) -> dict[st
         "title": definition.title if definition is not None else "",
         "risk": str(definition.risk) if definition is not None else None,
         "effect": str(definition.effect) if definition is not None else None,
-        "status": str(run.status),
+        "status": shown_status(run.status),
         "version": run.version,
         "proposer_type": str(run.proposer_type),
         "channel": str(run.channel),

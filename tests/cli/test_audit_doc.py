@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import copy
+import json
 import re
 import shutil
 import sqlite3
@@ -13,16 +16,18 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from signoff.cli import app
+from tests.cli import test_receipts as receipts
 from tests.cli.test_audit_tamper import populate, populate_more, url
 
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
 
 
-def doc_script(tmp_path: Path) -> Path:
+def doc_script(tmp_path: Path, marker: str = "export_file", name: str = "verify_export.py") -> Path:
+    """The docs' script that reads ``marker`` (the export's or the receipt's verifier)."""
     text = (ROOT / "docs" / "audit.md").read_text()
-    [code] = [b for b in re.findall(r"```python\n(.*?)```", text, re.DOTALL) if "rfc8785" in b]
-    script = tmp_path / "verify_export.py"
+    [code] = [b for b in re.findall(r"```python\n(.*?)```", text, re.DOTALL) if marker in b]
+    script = tmp_path / name
     script.write_text(code)
     return script
 
@@ -193,3 +198,52 @@ def test_rounds_deleted_from_the_end_are_found_only_against_a_round_held_elsewhe
     done = run_script(script, cut, key, f"--anchor={anchor}")
     assert done.returncode != 0
     assert "round 3 is not the one you hold" in done.stderr
+
+
+def test_the_documented_receipt_verifier_checks_real_receipts_untouched_and_tampered(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "signoff.db"
+    runs = asyncio.run(receipts._populate(db))
+    _, ring, public_key = receipts._keys(tmp_path)
+    signed = runner.invoke(app, ["audit", "checkpoint", "--database", url(db), "--keys", str(ring)])
+    assert signed.exit_code == 0, signed.output
+    script = doc_script(tmp_path, "receipt_file", "verify_receipt.py")
+    for name in ("plain", "amended", "denied", "failed", "repair"):
+        target = tmp_path / f"{name}.json"
+        made = runner.invoke(
+            app,
+            [
+                "audit",
+                "receipt",
+                runs[name],
+                "--database",
+                url(db),
+                "--keys",
+                str(ring),
+                "--reveal",
+                "-o",
+                str(target),
+            ],
+        )
+        assert made.exit_code == 0, made.output
+        done = run_script(script, target, str(public_key))
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith(f"receipt of run {runs[name]} holds: ")
+
+    original = json.loads((tmp_path / "amended.json").read_text())
+    for change, says in [
+        (receipts._edit_event, "content does not match its hash"),
+        (receipts._forge_event_and_hashes, "no key given verifies its signature"),
+        (receipts._drop_event, "dropped or reordered"),
+        (receipts._widen_elided, "no key given verifies its signature"),
+        (lambda d: d["substance"]["approved_input"]["value"].update(amount=1), "its digest covers"),
+        (lambda d: d["decisions"].pop(), "not the decisions chained"),
+        (lambda d: d.update(resource="invoice/INV-666"), "not what was approved"),
+    ]:
+        document = copy.deepcopy(original)
+        change(document)
+        target = tmp_path / "tampered.json"
+        target.write_text(json.dumps(document))
+        done = run_script(script, target, str(public_key))
+        assert done.returncode != 0 and says in done.stderr, (says, done.stderr)

@@ -1,4 +1,5 @@
-"""`signoff audit export|verify|checkpoint|keygen`: the tamper-evident trail (docs/audit.md)."""
+"""`signoff audit export|verify|checkpoint|keygen|receipt|verify-receipt`: the tamper-evident
+trail (docs/audit.md, docs/receipts.md)."""
 
 from __future__ import annotations
 
@@ -197,3 +198,7 @@ def register(app: typer.Typer) -> None:
             f"- id: {key_id}\n  algorithm: ed25519\n  private_key_file: {private.name}\n"
             f"# public half for auditors: {public}"
         )
+
+    from signoff.cli.receipts import register as register_receipts
+
+    register_receipts(audit)

@@ -248,3 +248,35 @@ def round_message(
             "algorithm": algorithm,
         }
     )
+
+
+RECEIPT_FORMAT = "signoff.receipt.v1"
+
+
+def receipt_message(
+    tenant_id: str,
+    run_id: str,
+    links: Sequence[Mapping[str, Any]],
+    checkpoint_seq: int,
+    head_hash: str,
+    at: datetime,
+    key_id: str,
+    algorithm: str,
+) -> bytes:
+    """The bytes a receipt's attestation covers (``audit/receipt.py``): the links of a run's
+    stretch of its tenant's chain — each ``{"from", "to", "prev_hash", "hash"}``, one per event
+    of the run and one per stretch of other runs' events between them — up to the checkpoint at
+    ``checkpoint_seq`` with hash ``head_hash``. It vouches for the hashes of the events it does
+    not show, which a verifier cannot recompute without their (other runs') content."""
+    return canonical_json(
+        {
+            "format": RECEIPT_FORMAT,
+            "tenant_id": tenant_id,
+            "run_id": run_id,
+            "links": [{k: link[k] for k in ("from", "to", "prev_hash", "hash")} for link in links],
+            "checkpoint": {"chain_seq": checkpoint_seq, "head_hash": head_hash},
+            "at": timestamp(at),
+            "key_id": key_id,
+            "algorithm": algorithm,
+        }
+    )

@@ -112,6 +112,12 @@ class Code(StrEnum):
     LIMIT_EXCEEDED = "LIMIT_EXCEEDED"
     APPROVAL_DIGEST_MISMATCH = "APPROVAL_DIGEST_MISMATCH"
     INSUFFICIENT_SCOPE = "INSUFFICIENT_SCOPE"
+    RECEIPT_RUN_NOT_FINISHED = "RECEIPT_RUN_NOT_FINISHED"
+    RECEIPT_NOT_ANCHORED = "RECEIPT_NOT_ANCHORED"
+    RECEIPT_NOT_CHAINED = "RECEIPT_NOT_CHAINED"
+    RECEIPT_RUN_INCONSISTENT = "RECEIPT_RUN_INCONSISTENT"
+    RECEIPT_TRAIL_INCONSISTENT = "RECEIPT_TRAIL_INCONSISTENT"
+    RECEIPT_KEYS_MISSING = "RECEIPT_KEYS_MISSING"
 
 
 CODE_DESCRIPTIONS: dict[Code, str] = {
@@ -164,4 +170,10 @@ CODE_DESCRIPTIONS: dict[Code, str] = {
     Code.LIMIT_EXCEEDED: "A cumulative limit (on_exceed: deny) is used up; the message says when it frees up.",
     Code.APPROVAL_DIGEST_MISMATCH: "What would run differs from what was approved; nothing ran.",
     Code.INSUFFICIENT_SCOPE: "A valid token of the wrong kind for this surface (403; names the scope).",
+    Code.RECEIPT_RUN_NOT_FINISHED: "A receipt is made once the run has finished; this one has not.",
+    Code.RECEIPT_NOT_ANCHORED: "No signed checkpoint covers the run's last event yet; ask again after the next checkpoint.",
+    Code.RECEIPT_NOT_CHAINED: "The run was recorded before its events chained its substance: no receipt (audit verify still checks it).",
+    Code.RECEIPT_RUN_INCONSISTENT: "The stored run is not what its events chained (it was edited): no receipt is made.",
+    Code.RECEIPT_TRAIL_INCONSISTENT: "The run's stretch of the chain does not reach its signed checkpoint: no receipt is made.",
+    Code.RECEIPT_KEYS_MISSING: "The server holds no audit signing key (or not the checkpoint's key): it cannot sign a receipt.",
 }

@@ -110,7 +110,8 @@ class Server:
 
     def env(self, **extra: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SIGNOFF_")}
-        env.update(PYTHONPATH=str(ROOT))
+        # This checkout's sources first: the shared virtualenv may hold another checkout's.
+        env.update(PYTHONPATH=os.pathsep.join((str(ROOT / "src"), str(ROOT))))
         env.update(extra)
         return env
 
@@ -132,8 +133,9 @@ def prepare(tmp_path: Path) -> Server:
 
 
 @asynccontextmanager
-async def serving(tmp_path: Path) -> AsyncIterator[Server]:
-    """``signoff serve --transport http`` on the SQLite file in ``tmp_path``, until the block ends."""
+async def serving(tmp_path: Path, **env: str) -> AsyncIterator[Server]:
+    """``signoff serve --transport http`` on the SQLite file in ``tmp_path``, until the block ends
+    (``env``: more of its environment)."""
     prepared = prepare(tmp_path)
     sock = free_socket()
     port = sock.getsockname()[1]
@@ -151,7 +153,7 @@ async def serving(tmp_path: Path) -> AsyncIterator[Server]:
         str(prepared.manifests),
         "--no-reload",
         cwd=tmp_path,
-        env=prepared.env(SIGNOFF_JWT_SECRET=SECRET),
+        env=prepared.env(SIGNOFF_JWT_SECRET=SECRET, **env),
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
     )

@@ -142,3 +142,39 @@ def test_the_cli_client_refuses_unsafe_or_incomplete_invocations_with_a_code(
     result = CliRunner().invoke(app, ["approvals", "approve", "some-run", *args])
     assert result.exit_code != 0
     assert result.stderr.strip().endswith(f"[{code}]"), result.stderr
+
+
+async def test_a_receipt_comes_from_the_server_and_verifies_with_the_public_key_alone(
+    tmp_path: Path,
+) -> None:
+    made = CliRunner().invoke(app, ["audit", "keygen", "k1", "--dir", str(tmp_path)])
+    ring = tmp_path / "ring.yaml"
+    ring.write_text(f"signing_key: k1\nkeys:\n{made.stdout}")
+    async with serving(tmp_path, SIGNOFF_AUDIT_KEYS=str(ring)) as server:
+        run_id = await propose(server, action="pay_guarded")
+        args = ("--server", server.url)
+        status, _, err, _ = await cli(
+            server, "approvals", "approve", run_id, *args, "--reason", "ok", SIGNOFF_TOKEN=LEAD
+        )
+        assert status == 0, err
+        status, _, err, _ = await cli(
+            server, "audit", "checkpoint", "--database", server.database, "--keys", str(ring)
+        )
+        assert status == 0, err
+        receipt = tmp_path / "receipt.json"
+        status, _, err, _ = await cli(
+            server,
+            "audit",
+            "receipt",
+            short_id(run_id),
+            *args,
+            "-o",
+            str(receipt),
+            SIGNOFF_TOKEN=LEAD,
+        )
+        assert status == 0, err
+        status, out, err, _ = await cli(
+            server, "audit", "verify-receipt", str(receipt), "--key", str(tmp_path / "k1.pub.pem")
+        )
+    assert status == 0, err
+    assert out.startswith(f"receipt of run {run_id} holds: SUCCEEDED")

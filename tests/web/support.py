@@ -26,6 +26,7 @@ from signoff.surfaces.access.scopes import DEFAULT_APPROVE
 from signoff.surfaces.mcp.http import BearerAuth, HttpOptions, build_http_app
 from signoff.surfaces.web import WebConfig, WebNotifications, build_web
 from signoff.surfaces.web.links import DecisionLinks
+from signoff.surfaces.web.receipts import KeySource, Receipts
 from tests.helpers import LARGE, NO_APPROVAL, Recorder, definition, proposal
 
 JWT_SECRET = "a-test-secret-that-is-long-enough-for-hs256"
@@ -169,6 +170,7 @@ def build_site(
     *,
     jwt_config: JwtConfig | None = None,
     extra: Sequence[ActionDefinition] = (),
+    receipt_keys: KeySource | None = None,
 ) -> Site:
     clock = ManualClock()
     recorder, external = Recorder(), ExternalSystem()
@@ -179,7 +181,8 @@ def build_site(
     settings = Settings(instance_id="default")
     runtime = assemble(settings, registry, store, clock=clock, notifier=notifications).runtime
     verifier = JwtVerifier(jwt_config or JwtConfig(secret=JWT_SECRET))
-    web = build_web(runtime, config, verifier, notifications)
+    receipts = Receipts(store, receipt_keys) if receipt_keys is not None else None
+    web = build_web(runtime, config, verifier, notifications, receipts=receipts)
     app = build_http_app(
         runtime,
         BearerAuth(verifier, BASE_URL),

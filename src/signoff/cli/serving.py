@@ -47,6 +47,7 @@ from signoff.surfaces.mcp.tasks import task_secret_from_env
 from signoff.surfaces.ops import Health, ops_routes
 from signoff.surfaces.ops.metrics import MetricsEndpoint
 from signoff.surfaces.web import WebConfig, WebConfigError, WebNotifications, build_web
+from signoff.surfaces.web.receipts import Receipts
 
 logger = logging.getLogger(__name__)
 
@@ -191,7 +192,13 @@ async def run_http(
     down gracefully. ``signoff demo`` serves exactly this, on ``sockets`` it bound first."""
     verifier = auth.verifier if isinstance(auth, BearerAuth) else None
     notifications.use_links(application.runtime, application.store.links)
-    web = build_web(application.runtime, web_config, verifier, notifications)
+    web = build_web(
+        application.runtime,
+        web_config,
+        verifier,
+        notifications,
+        receipts=Receipts(application.store),
+    )
     draining = Draining()
     health = Health(
         application.store,

@@ -1,6 +1,7 @@
 """The approvers' JSON API: bearer JWT in, stable codes out.
 
-``GET /api/approvals`` · ``GET /api/runs/{id}`` · ``POST /api/runs/{id}/approve`` ·
+``GET /api/approvals`` · ``GET /api/runs/{id}`` · ``GET /api/runs/{id}/receipt`` (a finished
+run's receipt, ``receipts.py``) · ``POST /api/runs/{id}/approve`` ·
 ``POST /api/runs/{id}/reject`` (body ``{"reason": "..."}``, optional) ·
 ``POST /api/runs/{id}/redispatch`` (body ``{"reason": "..."}``, required: an operator's
 re-dispatch of a MANUAL_REVIEW run of an idempotent executor, ``Runtime.redispatch``). Every decision goes through
@@ -20,12 +21,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from signoff.audit.receipt import ReceiptRefused
 from signoff.core.approvals import DecisionRequest
-from signoff.core.codes import Code
+from signoff.core.codes import CODE_DESCRIPTIONS, Code
 from signoff.core.identity import Channel
 from signoff.core.limits import usage_record
 from signoff.core.repair import REFUSALS as REPAIR_REFUSALS
-from signoff.core.run import MAX_REASON_CHARS, ApprovalVote
+from signoff.core.run import MAX_REASON_CHARS, ActionRun, ApprovalVote
 from signoff.core.runtime import RepairRequest, Runtime
 from signoff.core.short_ids import RUN_ID_AMBIGUOUS
 from signoff.core.visibility import ReaderKind
@@ -40,6 +42,7 @@ from signoff.surfaces.web.http import (
     too_large,
     unauthenticated,
 )
+from signoff.surfaces.web.receipts import Receipts, download_name, no_receipts
 from signoff.surfaces.web.views import describe, pending_page, run_json
 
 MAX_LIST = 500
@@ -65,14 +68,18 @@ class RedispatchBody(BaseModel):
 
 
 class ApprovalsApi:
-    def __init__(self, runtime: Runtime, auth: Authenticator) -> None:
+    def __init__(
+        self, runtime: Runtime, auth: Authenticator, receipts: Receipts | None = None
+    ) -> None:
         self.runtime = runtime
         self.auth = auth
+        self.receipts = receipts
 
     def routes(self) -> list[BaseRoute]:
         return [
             Route("/api/approvals", self.list_pending, methods=["GET"]),
             Route("/api/runs/{run_id}", self.show, methods=["GET"]),
+            Route("/api/runs/{run_id}/receipt", self.receipt, methods=["GET"]),
             Route("/api/runs/{run_id}/approve", self.approve, methods=["POST"]),
             Route("/api/runs/{run_id}/reject", self.reject, methods=["POST"]),
             Route("/api/runs/{run_id}/redispatch", self.redispatch, methods=["POST"]),
@@ -134,6 +141,22 @@ class ApprovalsApi:
         return JSONResponse(
             run_json(self.runtime, run, caller), headers={"Cache-Control": "no-store"}
         )
+
+    async def receipt(self, request: Request) -> Response:
+        """The run's receipt (``docs/receipts.md``), read as ``show`` reads the run."""
+        verified = await self.auth.from_request(request)
+        if not isinstance(verified, Verified):
+            return _refused(verified)
+        caller = verified.caller
+        run_id = await resolved_id(self.runtime, request.path_params["run_id"], verified)
+        if not isinstance(run_id, str):
+            return run_id
+        run = await self.runtime.get_run(
+            run_id, caller.tenant_id, reader=caller.reader(ReaderKind.APPROVER)
+        )
+        if run is None:
+            return not_found()
+        return await receipt_answer(self.runtime, self.receipts, run)
 
     async def approve(self, request: Request) -> Response:
         return await self._decide(request, ApprovalVote.APPROVE)
@@ -248,6 +271,22 @@ async def redispatch_answer(
         200,
         redispatched=True,
         outcome=outcome.model_dump(mode="json"),
+    )
+
+
+async def receipt_answer(runtime: Runtime, receipts: Receipts | None, run: ActionRun) -> Response:
+    """A visible run's receipt as a download, or the refusal's code with its catalog text."""
+    made = await receipts.of(runtime, run) if receipts is not None else no_receipts()
+    if isinstance(made, ReceiptRefused):
+        if made.code == Code.ACTION_RUN_NOT_FOUND:
+            return not_found()
+        return answer(made.code, CODE_DESCRIPTIONS[made.code])
+    return JSONResponse(
+        made,
+        headers={
+            "Cache-Control": "no-store",
+            "Content-Disposition": f'attachment; filename="{download_name(run.run_id)}"',
+        },
     )
 
 

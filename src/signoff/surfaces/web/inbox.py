@@ -7,6 +7,7 @@ then redirects (POST/redirect/GET) to the run with the decision's code.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -23,8 +24,10 @@ from signoff.core.run import MAX_REASON_CHARS, ApprovalVote
 from signoff.core.runtime import Runtime
 from signoff.core.visibility import ReaderKind
 from signoff.surfaces.access.scopes import ScopeRefusal
+from signoff.surfaces.web.api import receipt_answer
 from signoff.surfaces.web.auth import Authenticator
 from signoff.surfaces.web.http import STATUS_OF, read_form
+from signoff.surfaces.web.receipts import Receipts
 from signoff.surfaces.web.rows import inbox_row, recorded_banner
 from signoff.surfaces.web.session import Session, Sessions, csrf_matches
 from signoff.surfaces.web.sso import SsoRefused
@@ -73,9 +76,16 @@ def page_templates() -> Environment:
 
 class Inbox:
     def __init__(
-        self, runtime: Runtime, auth: Authenticator, sessions: Sessions, *, sso: bool = False
+        self,
+        runtime: Runtime,
+        auth: Authenticator,
+        sessions: Sessions,
+        *,
+        sso: bool = False,
+        receipts: Receipts | None = None,
     ) -> None:
         self.runtime = runtime
+        self.receipts = receipts
         self.auth = auth
         self.sessions = sessions
         self.sso = sso
@@ -89,6 +99,7 @@ class Inbox:
             Route(PREFIX + "/sign-out", self.sign_out, methods=["POST"]),
             Route(PREFIX + "/runs/{run_id}", self.detail, methods=["GET"]),
             Route(PREFIX + "/runs/{run_id}/decide", self.decide, methods=["POST"]),
+            Route(PREFIX + "/runs/{run_id}/receipt", self.receipt, methods=["GET"]),
             Route(PREFIX + "/static/inbox.css", self.css, methods=["GET"]),
         ]
 
@@ -196,6 +207,32 @@ class Inbox:
             banner = recorded_banner(run, session.caller.principal.id)
         row = inbox_row(self.runtime, run, self.runtime.now(), session.caller)
         return self.render(request, "run.html", session, run=row, banner=banner)
+
+    async def receipt(self, request: Request) -> Response:
+        """The run's receipt as a download (the run page links it once the run finished)."""
+        session = self.sessions.read(request)
+        run_id = request.path_params["run_id"]
+        if session is None or session.caller is None:
+            return _to_sign_in(f"{PREFIX}/runs/{quote(run_id, safe='')}")
+        run = await self.runtime.get_run(
+            run_id, session.caller.tenant_id, reader=session.caller.reader(ReaderKind.APPROVER)
+        )
+        if run is None:
+            return self.not_found(request, session)
+        made = await receipt_answer(self.runtime, self.receipts, run)
+        if made.status_code == 200:
+            return made
+        code = json.loads(bytes(made.body)).get("code", "")
+        if code == Code.ACTION_RUN_NOT_FOUND:
+            return self.not_found(request, session)
+        return self.render(
+            request,
+            "error.html",
+            session,
+            status=made.status_code,
+            title="No receipt for this run yet",
+            message=f"{describe(code)} [{code}]",
+        )
 
     async def decide(self, request: Request) -> Response:
         session = self.sessions.read(request)

@@ -54,6 +54,7 @@ def inbox_row(runtime: Runtime, run: ActionRun, now: datetime, caller: Caller) -
         if state is not None
         else "",
         "pending": run.status is RunStatus.WAITING_APPROVAL,
+        "finished": run.is_terminal,
         "approver_roles": ", ".join(state.approver_roles) if state else "",
         "digest": short_digest(state.digest) if state else "",
         "limit_reason": (state.reason or "") if state else "",

@@ -20,6 +20,7 @@ from signoff.surfaces.web.config import WebConfig
 from signoff.surfaces.web.inbox import Inbox, page_templates
 from signoff.surfaces.web.links import DecisionLinks
 from signoff.surfaces.web.notifiers import combined
+from signoff.surfaces.web.receipts import Receipts
 from signoff.surfaces.web.session import Sessions
 from signoff.surfaces.web.sso import SingleSignOn
 from signoff.surfaces.web.webhook import WebhookNotifier
@@ -44,6 +45,7 @@ def build_routes(
     verifier: TokenVerifier | None,
     slack: SlackInteractions | None = None,
     links: DecisionLinks | None = None,
+    receipts: Receipts | None = None,
 ) -> list[BaseRoute]:
     """Callbacks always; the inbox and the approvers' API only with a token ``verifier`` (a
     server with a fixed test identity has no approvers); Slack's interactions and decision
@@ -60,8 +62,8 @@ def build_routes(
             int(config.session_ttl.total_seconds()),
             secure=config.secure_cookies,
         )
-        routes += ApprovalsApi(runtime, auth).routes()
-        inbox = Inbox(runtime, auth, sessions, sso=config.oidc is not None)
+        routes += ApprovalsApi(runtime, auth, receipts).routes()
+        inbox = Inbox(runtime, auth, sessions, sso=config.oidc is not None, receipts=receipts)
         routes += inbox.routes()
         if config.oidc is not None:
             routes += SingleSignOn(
@@ -143,10 +145,13 @@ def build_web(
     notifications: WebNotifications | None = None,
     *,
     links: LinkStore | None = None,
+    receipts: Receipts | None = None,
 ) -> WebSurface:
     """Routes, plus a lifespan that lets Slack work in flight finish. The notifiers are the
     application's (``notifications``, connected by ``build_application``); so is housekeeping.
-    Decision links come with the notifications (they go out in webhooks), or from ``links``."""
+    Decision links come with the notifications (they go out in webhooks), or from ``links``.
+    Receipts (``docs/receipts.md``) come from ``receipts``; without it the API and the inbox
+    answer ``RECEIPT_KEYS_MISSING``."""
     if notifications is None and (config.webhook is not None or config.slack is not None):
         raise ValueError(
             "webhook or Slack configured: pass the WebNotifications given to build_application"
@@ -165,5 +170,5 @@ def build_web(
             if slack is not None:
                 await slack.drain()
 
-    routes = build_routes(runtime, config, verifier, slack, decision_links)
+    routes = build_routes(runtime, config, verifier, slack, decision_links, receipts)
     return WebSurface(routes, lifespan, notifier, decision_links)

@@ -106,12 +106,14 @@ class Escalation(_Frozen):
 
     when: str
     count: int = Field(ge=1, le=20)
+    explain: str | None = None  # the manifest's sentence for approvers; None: derived from when
 
 
 class ApprovalSpec(_Frozen):
     """When approval is needed and who may give it. ``ApprovalSpec()`` is the contract's safe default."""
 
     when: str = DEFAULT_APPROVAL_WHEN
+    explain: str | None = None  # the manifest's sentence for approvers; None: derived from when
     approver_roles: tuple[str, ...] = DEFAULT_APPROVER_ROLES
     count: int = Field(default=1, ge=1, le=20)
     expires_after: timedelta | None = DEFAULT_APPROVAL_EXPIRY
@@ -214,17 +216,22 @@ class ActionDefinition(BaseModel):
     )
     sensitive_fields: tuple[str, ...] = ()
     display: dict[str, FieldDisplay] = Field(default_factory=dict)
+    preview_display: dict[str, FieldDisplay] = Field(default_factory=dict)
     limits: tuple[LimitSpec, ...] = ()
     source: str | None = Field(default=None, description="Where it was declared (file:line).")
 
     def revision(self) -> str:
-        """A stable fingerprint of the governed parts, recorded with each run's audit."""
+        """A stable fingerprint of the governed parts, recorded with each run's audit.
+
+        What only approvers read (the rules' sentences, the preview's formats) is left out, so
+        rewording a sentence is not a new revision."""
         governed = self.model_dump(
             mode="json",
             exclude={
                 "executor",
                 "guard",
                 "preview",
+                "preview_display",
                 "cancel",
                 "callback_secret",
                 "source",
@@ -232,5 +239,9 @@ class ActionDefinition(BaseModel):
                 "description",
             },
         )
+        approval = governed["approval"]
+        approval.pop("explain", None)
+        for tier in approval["escalate"]:
+            tier.pop("explain", None)
         blob = json.dumps(governed, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]

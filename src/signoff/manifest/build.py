@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +31,7 @@ from signoff.executors.http.template import parse_reference
 from signoff.manifest.durations import parse_duration
 from signoff.manifest.errors import ManifestProblem, ProblemCode
 from signoff.manifest.meaning import DocumentCheck
-from signoff.manifest.model import Manifest, ResultSpec, Retry
+from signoff.manifest.model import Display, Manifest, ResultSpec, Retry
 from signoff.manifest.shape import document_path
 
 
@@ -72,12 +72,13 @@ def definition_of(check: DocumentCheck, manifest: Manifest) -> ActionDefinition:
     if spec.approval is not None:
         approval = ApprovalSpec(
             when=_condition(spec.approval.when),
+            explain=spec.approval.explain,
             approver_roles=tuple(spec.approval.approvers.roles),
             count=spec.approval.approvers.count,
             expires_after=parse_duration(spec.approval.expires_after),
             amend=tuple(spec.approval.amend),
             escalate=tuple(
-                Escalation(when=_condition(tier.when), count=tier.count)
+                Escalation(when=_condition(tier.when), count=tier.count, explain=tier.explain)
                 for tier in spec.approval.escalate
             ),
         )
@@ -111,14 +112,8 @@ def definition_of(check: DocumentCheck, manifest: Manifest) -> ActionDefinition:
         results={code: _result(result) for code, result in spec.results.items()},
         executor_codes=executor_codes,
         sensitive_fields=tuple(spec.sensitive),
-        display={
-            name: FieldDisplay(
-                format=DisplayFormat(shown.format),
-                currency=shown.currency,
-                minor_units=shown.minor_units,
-            )
-            for name, shown in spec.display.items()
-        },
+        display=_displays(spec.display),
+        preview_display=_displays(spec.preview.display) if spec.preview is not None else {},
         limits=tuple(
             LimitSpec(
                 name=limit.name,
@@ -217,3 +212,14 @@ def build_action(
     lines = tuple(document.position(("tests", i))[0] for i in range(len(manifest.tests)))
     loaded = LoadedAction(compiled, manifest, document.file, document.position(())[0], lines)
     return loaded, []
+
+
+def _displays(declared: Mapping[str, Display]) -> dict[str, FieldDisplay]:
+    return {
+        name: FieldDisplay(
+            format=DisplayFormat(shown.format),
+            currency=shown.currency,
+            minor_units=shown.minor_units,
+        )
+        for name, shown in declared.items()
+    }

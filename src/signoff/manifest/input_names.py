@@ -80,11 +80,17 @@ def check_input_names(check: DocumentCheck) -> None:
         problem = undeclared(declared, str(name))
         if problem is not None:
             check.report(("spec", "display", name), ProblemCode.INVALID_VALUE, problem)
-        elif (
-            isinstance(shown, dict) and shown.get("format") == "money" and not shown.get("currency")
-        ):
-            check.report(
-                ("spec", "display", name, "format"),
-                ProblemCode.INVALID_VALUE,
-                "money needs a currency (e.g. currency: EUR)",
-            )
+        else:
+            _money_has_currency(check, ("spec", "display", name), shown)
+    previewed = check.at("spec", "preview", "display")
+    for name, shown in previewed.items() if isinstance(previewed, dict) else ():
+        _money_has_currency(check, ("spec", "preview", "display", name), shown)
+
+
+def _money_has_currency(check: DocumentCheck, where: tuple[str, ...], shown: object) -> None:
+    if isinstance(shown, dict) and shown.get("format") == "money" and not shown.get("currency"):
+        check.report(
+            (*where, "format"),
+            ProblemCode.INVALID_VALUE,
+            "money needs a currency (e.g. currency: EUR)",
+        )

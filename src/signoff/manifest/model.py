@@ -29,6 +29,7 @@ HookRef = Annotated[str, Field(pattern=HOOK_PATTERN)]
 ResultCode = Annotated[str, Field(pattern=CODE_PATTERN)]
 Condition = str | bool
 Role = Annotated[str, Field(min_length=1, max_length=255)]
+Sentence = Annotated[str, Field(min_length=1, max_length=500, pattern=r"^[^\x00-\x1f\x7f]+$")]
 
 
 class _Strict(BaseModel):
@@ -81,11 +82,17 @@ class Escalate(_Strict):
     """CEL: when true, at least ``count`` distinct approvers must approve."""
     count: int = Field(ge=1, le=20)
     """How many distinct approvers this tier needs."""
+    explain: Sentence | None = None
+    """Why this tier asks for more approvers, in words approvers read (default: derived from
+    ``when``)."""
 
 
 class Approval(_Strict):
     when: Condition = DEFAULT_APPROVAL_WHEN
     """CEL (or true/false): when true, a human must approve first; false opts out explicitly."""
+    explain: Sentence | None = None
+    """Why approval is needed, in words approvers read instead of the rule's CEL (default: a
+    sentence derived from ``when``)."""
     approvers: Approvers = Approvers()
     """Who decides, and how many of them."""
     expires_after: Duration = "24h"
@@ -99,6 +106,9 @@ class Approval(_Strict):
 class Preview(_Strict):
     python: HookRef
     """module:function of a dry run; approvers see the JSON object it returns."""
+    display: dict[str, Display] = {}
+    """How approvers' screens format the dry run's fields (a field without one is formatted
+    like the input field of the same name); display only."""
 
 
 class HttpBody(_Strict):

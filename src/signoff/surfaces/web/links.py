@@ -34,6 +34,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from signoff.core.approval_digest import short_digest
 from signoff.core.approvals import DecisionRequest, approver_refusal
 from signoff.core.codes import Code
 from signoff.core.identity import Channel, Principal
@@ -279,8 +280,9 @@ class DecisionLinks:
             "proposer_type": str(run.proposer_type),
             "resource": run.resource or "",
             "fields": input_fields(self.runtime, run),
-            "preview": preview_fields(run),
+            "preview": preview_fields(self.runtime, run),
             "preview_digest": run.preview.digest[:12] if run.preview is not None else "",
+            "digest": short_digest(state.digest) if state else "",
             "age": relative(run.created_at, moment),
             "status": shown_status(run.status),
             "pending": run.status is RunStatus.WAITING_APPROVAL,

@@ -65,7 +65,7 @@ def inbox_row(runtime: Runtime, run: ActionRun, now: datetime, caller: Caller) -
         "proposer_is_me": run.principal.id == caller.principal.id,
         "may_decide": may_decide(run, caller),
         "result": run.result,
-        "preview": preview_fields(run),
+        "preview": preview_fields(runtime, run),
         "preview_digest": run.preview.digest[:12] if run.preview is not None else "",
         "amendable": amendable_fields(runtime, run),
         "amendments": list(run.amendments),

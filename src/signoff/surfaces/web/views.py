@@ -29,6 +29,7 @@ from signoff.core.visibility import (
     masked_run,
     sensitive_paths,
 )
+from signoff.manifest.explain import plain, rule_in_words
 from signoff.surfaces.access.caller import Caller
 from signoff.surfaces.web.display import shown
 
@@ -103,19 +104,45 @@ def action_facts(runtime: Runtime, run: ActionRun) -> ActionFacts:
 
 
 def approval_reason(runtime: Runtime, run: ActionRun) -> str:
-    """Why this run needs a person, in a sentence: the manifest's rule, or signoff's default."""
+    """Why this run needs a person, in a sentence approvers read: the manifest's ``explain``, a
+    sentence derived from its rule (values as the action displays them), a limit's reason, or
+    signoff's default rule in words — never the rule's CEL."""
     action = runtime.action(run.action_id)
     if action is None:
         return "Its action is no longer registered."
     definition = action.definition
     spec = definition.approval
-    who = f"{spec.count} approval(s) from {', '.join(spec.approver_roles)}"
+    state = run.approval
+    needed = state.count if state is not None else spec.count
+    who = f"{needed} approval{'s' if needed != 1 else ''} from {' or '.join(spec.approver_roles)}"
+    if state is not None and state.reason:
+        return f"{state.reason} It needs {who}."  # parked by a cumulative limit
     if spec.when == DEFAULT_APPROVAL_WHEN:
         stops = default_approval_rule(definition.effect, definition.risk)
         return f"signoff's default rule stops {stops or 'this proposal'} and asks for {who}."
     if spec.when.strip() == "true":
         return f"Every call of this {definition.risk}-risk action needs {who}."
-    return f"The manifest's rule `{spec.when}` matched ({definition.risk} risk); it needs {who}."
+
+    def fmt(name: str, value: Any) -> str:
+        display = definition.display.get(name)
+        return shown(value, display) if display is not None else plain(name, value)
+
+    reasons = [spec.explain or _capitalised(rule_in_words(spec.when, fmt)) + "."]
+    reasons += [
+        tier.explain or f"More approvers because {rule_in_words(tier.when, fmt)}."
+        for tier in spec.escalate
+        if tier.count == needed and needed > spec.count
+    ]
+    return " ".join(_sentence(reason) for reason in reasons) + f" It needs {who}."
+
+
+def _capitalised(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _sentence(text: str) -> str:
+    text = text.strip()
+    return text if text.endswith((".", "!", "?")) else text + "."
 
 
 def row_matches(row: Mapping[str, Any], action: str, query: str) -> bool:
@@ -272,19 +299,28 @@ def run_json(runtime: Runtime, run: ActionRun, caller: Caller | None) -> dict[st
     return view
 
 
-def preview_fields(run: ActionRun) -> list[Field]:
-    """What the preview (dry run) returned, as name/value pairs for the approvers' pages."""
+def preview_fields(runtime: Runtime, run: ActionRun) -> list[Field]:
+    """What the preview (dry run) returned, as name/value pairs for the approvers' pages: values
+    formatted like the input field of the same name, sensitive ones (the action's sensitive output
+    paths, or an input field marked sensitive under the same name) masked."""
     if run.preview is None:
         return []
-    return [
-        Field(
-            name=visible(key)[0],
-            value=visible(shown(value, None))[0],
-            masked=False,
-            hidden_characters=visible(key)[1] or visible(shown(value, None))[1],
+    definition = _definition(runtime, run)
+    paths = sensitive_paths(definition)
+    secret = [*paths["output"], *(path for path in paths["input"] if len(path) == 1)]
+    output = mask_document(dict(run.preview.output), secret)
+    display = {**definition.display, **definition.preview_display} if definition else {}
+    fields: list[Field] = []
+    for key, value in output.items():
+        name, odd_name = visible(key)
+        if value == MASK:
+            fields.append(Field(name=name, value=MASK, masked=True, hidden_characters=odd_name))
+            continue
+        text, odd_value = visible(shown(value, display.get(key)))
+        fields.append(
+            Field(name=name, value=text, masked=False, hidden_characters=odd_name or odd_value)
         )
-        for key, value in run.preview.output.items()
-    ]
+    return fields
 
 
 def amendable_fields(runtime: Runtime, run: ActionRun) -> list[dict[str, Any]]:

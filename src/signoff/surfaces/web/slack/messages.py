@@ -146,7 +146,9 @@ def _summary_blocks(runtime: Runtime, run: ActionRun) -> list[Block]:
     ]
     if lines:
         blocks.append(SectionBlock(text=MarkdownTextObject(text="\n".join(lines)[:2900])))
-    preview = [f"*{escape(f.name)}*: {escape(f.value)[:200]}" for f in preview_fields(run)[:10]]
+    preview = [
+        f"*{escape(f.name)}*: {escape(f.value)[:200]}" for f in preview_fields(runtime, run)[:10]
+    ]
     if preview:
         blocks.append(
             SectionBlock(text=MarkdownTextObject(text=("*Preview:*\n" + "\n".join(preview))[:2900]))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import signal
@@ -80,8 +81,14 @@ async def test_a_broken_edit_keeps_the_last_good_set_and_logs_every_problem(
         ProblemCode.INVALID_VALUE,
         ProblemCode.WRONG_TYPE,
     ]
-    logged = "\n".join(record.getMessage() for record in caplog.records)
-    assert all(str(problem) in logged for problem in reloader.last_errors.problems)
+    logged = {
+        (r.__dict__.get("file"), r.__dict__.get("line"), r.__dict__.get("code"), r.getMessage())
+        for r in caplog.records
+    }
+    assert all(
+        (p.file, p.line, str(p.code), f"manifest problem: {p.message}") in logged
+        for p in reloader.last_errors.problems
+    )
 
 
 async def test_the_watcher_notices_a_changed_file(manifests: Path) -> None:
@@ -152,3 +159,23 @@ async def test_a_reload_logs_which_actions_were_added_removed_and_changed(
     assert record.__dict__["removed"] == ["demo.act"]
     assert record.__dict__["changed"] == []
     assert "2 added, 1 removed, 0 changed" in record.getMessage()
+
+
+async def test_a_failed_reload_logs_each_problems_facts_as_fields_not_in_the_message(
+    manifests: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from signoff.observability.logs import json_formatter
+
+    registry = registry_for(manifests)
+    reloader = ManifestReloader(manifests, registry, environ={})
+    write(manifests, "a.yaml", edited("effect: write", "effect: sideways"))
+    with caplog.at_level(logging.WARNING, logger="signoff"):
+        assert await reloader.reload() is False
+    problems = [r for r in caplog.records if r.getMessage().startswith("manifest problem")]
+    assert problems, [r.getMessage() for r in caplog.records]
+    first = problems[0]
+    assert first.__dict__["file"].endswith("a.yaml") and first.__dict__["line"] is not None
+    assert first.__dict__["code"] == str(ProblemCode.INVALID_VALUE)
+    assert "a.yaml" not in first.getMessage() and "[INVALID_VALUE]" not in first.getMessage()
+    fields = json.loads(json_formatter().format(first))
+    assert fields["code"] == "INVALID_VALUE" and fields["file"].endswith("a.yaml")

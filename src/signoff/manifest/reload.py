@@ -20,7 +20,7 @@ from pathlib import Path
 from types import TracebackType
 
 from signoff.core.registry import ActionRegistry, CompiledAction
-from signoff.manifest.errors import ManifestErrors
+from signoff.manifest.errors import ManifestErrors, ManifestProblem
 from signoff.manifest.loader import load_manifests, manifest_files
 
 logger = logging.getLogger("signoff.manifest")
@@ -77,13 +77,15 @@ class ManifestReloader:
                 self.last_errors = exc
                 kept = len(self.registry.all())
                 logger.error(
-                    "manifest reload failed, keeping the last good set of %d actions", kept
+                    "manifest reload failed, keeping the last good set of %d actions",
+                    kept,
+                    extra={"actions": kept, "problems": len(exc.problems)},
                 )
                 for problem in exc.problems:
-                    logger.error("  %s", problem)
+                    logger.error("manifest problem: %s", problem.message, extra=_facts(problem))
                 return False
             for warning in loaded.warnings:
-                logger.warning("manifest %s", warning)
+                logger.warning("manifest warning: %s", warning.message, extra=_facts(warning))
             actions = loaded.compiled
             before = {a.id: a.revision for a in self.registry.all()}
             self.registry.replace(actions)
@@ -168,3 +170,15 @@ class ManifestReloader:
         traceback: TracebackType | None,
     ) -> None:
         await self.stop()
+
+
+def _facts(problem: ManifestProblem) -> dict[str, object]:
+    """A manifest problem's facts as log fields (file, line, column, path, code, severity)."""
+    return {
+        "file": problem.file,
+        "line": problem.line,
+        "column": problem.column,
+        "field": problem.path,
+        "code": str(problem.code),
+        "severity": str(problem.severity),
+    }

@@ -119,66 +119,79 @@ def _pointer(parts: list[str | int]) -> str:
     return safe_text(text, MAX_POINTER_CHARS)
 
 
+_Frame = tuple[Any, int, list[str | int]]  # (value, depth, path): the path only built for reports
+
+
 def check_input(value: Any, limits: InputLimits = DEFAULT_LIMITS) -> LimitViolation | None:
     """The first limit ``value`` breaks, or ``None``. Linear in the size, never recursive."""
-    budget = limits.max_bytes
     used = 0
-    # (value, depth, path) — the path is only built for what is reported.
-    stack: list[tuple[Any, int, list[str | int]]] = [(value, 1, [])]
+    stack: list[_Frame] = [(value, 1, [])]
     while stack:
         item, depth, path = stack.pop()
-        if isinstance(item, Mapping):
+        if isinstance(item, Mapping | list | tuple):
             if depth > limits.max_depth:
                 return _deep(path, limits)
-            used += 2 + max(len(item) - 1, 0)
-            for key, child in item.items():
-                if not isinstance(key, str):
-                    return LimitViolation(
-                        "not_json", _pointer(path), f"{_at(path)}an object key that is not text."
-                    )
-                if has_bad_text(key):
-                    return _bad_string([*path, key])
-                used += len(key) + 3
-                stack.append((child, depth + 1, [*path, key]))
-        elif isinstance(item, list | tuple):
-            if depth > limits.max_depth:
-                return _deep(path, limits)
-            used += 2 + max(len(item) - 1, 0)
-            stack.extend((child, depth + 1, [*path, i]) for i, child in enumerate(item))
-        elif isinstance(item, str):
-            if has_bad_text(item):
-                return _bad_string(path)
-            # UTF-8 length is at most 4 per code point; count exactly only near the budget.
-            used += 2 + (len(item) if item.isascii() else len(item.encode("utf-8")))
-        elif isinstance(item, bool) or item is None:
-            used += 5
-        elif isinstance(item, int):
-            if not INT64_MIN <= item <= INT64_MAX:
-                return LimitViolation(
-                    "integer_out_of_range",
-                    _pointer(path),
-                    f"{_at(path)}an integer outside the 64-bit range policies evaluate.",
-                )
-            used += 20
-        elif isinstance(item, float):
-            if not math.isfinite(item):
-                return LimitViolation(
-                    "non_finite_number",
-                    _pointer(path),
-                    f"{_at(path)}a number that is not finite (NaN, Infinity or out of range).",
-                )
-            used += 24
+            size, problem = _container(item, depth, path, stack)
         else:
-            return LimitViolation(
-                "not_json", _pointer(path), f"{_at(path)}a value that is not JSON."
-            )
-        if used > budget:
+            size, problem = _scalar(item, path)
+        if problem is not None:
+            return problem
+        used += size
+        if used > limits.max_bytes:
             return LimitViolation(
                 "too_large",
                 "",
                 f"The arguments are larger than the limit of {limits.max_bytes} bytes.",
             )
     return None
+
+
+def _container(
+    item: Any, depth: int, path: list[str | int], stack: list[_Frame]
+) -> tuple[int, LimitViolation | None]:
+    """An object's or array's own bytes; its children go on ``stack``."""
+    size = 2 + max(len(item) - 1, 0)
+    if not isinstance(item, Mapping):
+        stack.extend((child, depth + 1, [*path, i]) for i, child in enumerate(item))
+        return size, None
+    for key, child in item.items():
+        if not isinstance(key, str):
+            return size, LimitViolation(
+                "not_json", _pointer(path), f"{_at(path)}an object key that is not text."
+            )
+        if has_bad_text(key):
+            return size, _bad_string([*path, key])
+        size += len(key) + 3
+        stack.append((child, depth + 1, [*path, key]))
+    return size, None
+
+
+def _scalar(item: Any, path: list[str | int]) -> tuple[int, LimitViolation | None]:
+    """A scalar's bytes (an upper bound), or what makes it unacceptable."""
+    if isinstance(item, str):
+        if has_bad_text(item):
+            return 0, _bad_string(path)
+        # UTF-8 length is at most 4 per code point; count exactly only near the budget.
+        return 2 + (len(item) if item.isascii() else len(item.encode("utf-8"))), None
+    if isinstance(item, bool) or item is None:
+        return 5, None
+    if isinstance(item, int):
+        if not INT64_MIN <= item <= INT64_MAX:
+            return 0, LimitViolation(
+                "integer_out_of_range",
+                _pointer(path),
+                f"{_at(path)}an integer outside the 64-bit range policies evaluate.",
+            )
+        return 20, None
+    if isinstance(item, float):
+        if not math.isfinite(item):
+            return 0, LimitViolation(
+                "non_finite_number",
+                _pointer(path),
+                f"{_at(path)}a number that is not finite (NaN, Infinity or out of range).",
+            )
+        return 24, None
+    return 0, LimitViolation("not_json", _pointer(path), f"{_at(path)}a value that is not JSON.")
 
 
 def _at(path: list[str | int]) -> str:

@@ -42,41 +42,53 @@ def _ready(value: Any) -> Any:
     if kind is str or value is None or kind is bool:
         return value
     if kind is dict:
-        changed: dict[str, Any] | None = None
-        for key, item in value.items():
-            if type(key) is not str or (not key.isascii() and max(key) >= "\ue000"):
-                raise _Slow
-            if type(item) is str or item is None or type(item) is bool:
-                continue
-            ready = _ready(item)
-            if ready is not item:
-                if changed is None:
-                    changed = dict(value)
-                changed[key] = ready
-        return value if changed is None else changed
+        return _ready_object(value)
     if kind is int:
         if -_SAFE_INT <= value <= _SAFE_INT:
             return value
         raise _Slow
     if kind is list or kind is tuple:
-        items: list[Any] | None = None
-        for n, item in enumerate(value):
-            ready = _ready(item)
-            if ready is not item:
-                if items is None:
-                    items = list(value)
-                items[n] = ready
-        return value if items is None else items
+        return _ready_array(value)
     if kind is float:
-        if value.is_integer():
-            if -_EXACT_FLOAT < value < _EXACT_FLOAT:
-                return int(value)
-            raise _Slow
-        text = repr(value)
-        if "e" in text or "n" in text:  # an exponent, inf or nan
-            raise _Slow
-        return value
+        return _ready_float(value)
     raise _Slow
+
+
+def _ready_object(value: dict[Any, Any]) -> dict[Any, Any]:
+    changed: dict[str, Any] | None = None
+    for key, item in value.items():
+        if type(key) is not str or (not key.isascii() and max(key) >= "\ue000"):
+            raise _Slow
+        if type(item) is str or item is None or type(item) is bool:
+            continue
+        ready = _ready(item)
+        if ready is not item:
+            if changed is None:
+                changed = dict(value)
+            changed[key] = ready
+    return value if changed is None else changed
+
+
+def _ready_array(value: list[Any] | tuple[Any, ...]) -> list[Any] | tuple[Any, ...]:
+    items: list[Any] | None = None
+    for n, item in enumerate(value):
+        ready = _ready(item)
+        if ready is not item:
+            if items is None:
+                items = list(value)
+            items[n] = ready
+    return value if items is None else items
+
+
+def _ready_float(value: float) -> float | int:
+    if value.is_integer():
+        if -_EXACT_FLOAT < value < _EXACT_FLOAT:
+            return int(value)
+        raise _Slow
+    text = repr(value)
+    if "e" in text or "n" in text:  # an exponent, inf or nan
+        raise _Slow
+    return value
 
 
 def canonical_json(value: Any) -> bytes:

@@ -149,21 +149,7 @@ class SchemaFields:
         types = _types(node)
         if types is not None and "object" not in types:
             return result  # no field can be there
-        properties = node.get("properties")
-        if isinstance(properties, dict):
-            result.declared.update(str(p) for p in properties)
-            if name in properties:
-                result.schemas.append(properties[name])
-        unread = None  # a part of the schema that may admit the name, not read here
-        patterns = node.get("patternProperties")
-        for pattern, schema in patterns.items() if isinstance(patterns, dict) else ():
-            try:
-                matched = re.search(str(pattern), name) is not None
-            except re.error:
-                unread = f"its patternProperties {pattern!r} cannot be read here"
-                continue
-            if matched:
-                result.schemas.append(schema)
+        unread = self._own_fields(node, name, result)
         closed = node.get("additionalProperties") is False
         closed = closed or node.get("unevaluatedProperties") is False
         conjuncts = [*_list(node.get("allOf"))]
@@ -184,6 +170,27 @@ class SchemaFields:
         if not closed:
             result.open = unread or _why_open(node, bool(result.declared))
         return result
+
+    @staticmethod
+    def _own_fields(node: dict[str, Any], name: str, result: _Lookup) -> str | None:
+        """``node``'s own ``properties`` and ``patternProperties`` for ``name``, into ``result``;
+        returns why a part that may admit ``name`` could not be read (``None``: all read)."""
+        properties = node.get("properties")
+        if isinstance(properties, dict):
+            result.declared.update(str(p) for p in properties)
+            if name in properties:
+                result.schemas.append(properties[name])
+        unread = None
+        patterns = node.get("patternProperties")
+        for pattern, schema in patterns.items() if isinstance(patterns, dict) else ():
+            try:
+                matched = re.search(str(pattern), name) is not None
+            except re.error:
+                unread = f"its patternProperties {pattern!r} cannot be read here"
+                continue
+            if matched:
+                result.schemas.append(schema)
+        return unread
 
     def _merge(self, into: _Lookup, branch: Any, name: str, level: int) -> _Lookup:
         found = self._lookup(branch, name, level + 1)

@@ -8,6 +8,8 @@ and keeps it only when it equals what PyYAML read, so a position is exact or not
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from yaml.nodes import ScalarNode
 
 from signoff.manifest.source import Document, FieldPath
@@ -18,6 +20,9 @@ _DOUBLE_ESCAPES = {
     "_": "\xa0", "L": "\u2028", "P": "\u2029",
 }  # fmt: skip
 _HEX_ESCAPES = {"x": 2, "u": 4, "U": 8}
+
+
+_Emit = Callable[[str, int], None]  # one character of the value, and where it came from
 
 
 def _flow(text: str, begin: int, end: int, style: str | None) -> tuple[str, list[int]]:
@@ -34,38 +39,11 @@ def _flow(text: str, begin: int, end: int, style: str | None) -> tuple[str, list
     while at < end:
         char = text[at]
         if char in " \t":
-            stop = at
-            while stop < end and text[stop] in " \t":
-                stop += 1
-            if stop < end and text[stop] in "\r\n":
-                at = stop  # trailing spaces of a line are folded away
-                continue
-            for index in range(at, stop):
-                emit(text[index], index)
-            at = stop
+            at = _spaces(text, at, end, emit)
         elif char in "\r\n":
-            breaks, stop = 0, at
-            while stop < end and text[stop] in " \t\r\n":
-                breaks += text[stop] == "\n" or (text[stop] == "\r" and text[stop + 1] != "\n")
-                stop += 1
-            for _ in range(max(breaks - 1, 0)):
-                emit("\n", at)
-            if breaks == 1:
-                emit(" ", at)
-            at = stop
+            at = _line_breaks(text, at, end, emit)
         elif style == '"' and char == "\\":
-            code = text[at + 1]
-            if code in "\r\n":
-                at += 2 + (text[at + 1 : at + 3] == "\r\n")
-                while at < end and text[at] in " \t":
-                    at += 1
-            elif code in _HEX_ESCAPES:
-                digits = _HEX_ESCAPES[code]
-                emit(chr(int(text[at + 2 : at + 2 + digits], 16)), at)
-                at += 2 + digits
-            else:
-                emit(_DOUBLE_ESCAPES.get(code, code), at)
-                at += 2
+            at = _escape(text, at, end, emit)
         elif style == "'" and char == "'":
             emit("'", at)
             at += 2
@@ -73,6 +51,47 @@ def _flow(text: str, begin: int, end: int, style: str | None) -> tuple[str, list
             emit(char, at)
             at += 1
     return "".join(chars), origin
+
+
+def _spaces(text: str, at: int, end: int, emit: _Emit) -> int:
+    """Spaces and tabs: kept inside a line, folded away at its end."""
+    stop = at
+    while stop < end and text[stop] in " \t":
+        stop += 1
+    if stop < end and text[stop] in "\r\n":
+        return stop  # trailing spaces of a line are folded away
+    for index in range(at, stop):
+        emit(text[index], index)
+    return stop
+
+
+def _line_breaks(text: str, at: int, end: int, emit: _Emit) -> int:
+    """A run of line breaks (and the indentation after them): one reads as a space, n as n-1."""
+    breaks, stop = 0, at
+    while stop < end and text[stop] in " \t\r\n":
+        breaks += text[stop] == "\n" or (text[stop] == "\r" and text[stop + 1] != "\n")
+        stop += 1
+    for _ in range(max(breaks - 1, 0)):
+        emit("\n", at)
+    if breaks == 1:
+        emit(" ", at)
+    return stop
+
+
+def _escape(text: str, at: int, end: int, emit: _Emit) -> int:
+    """A double-quoted scalar's escape at ``at`` (the backslash)."""
+    code = text[at + 1]
+    if code in "\r\n":
+        at += 2 + (text[at + 1 : at + 3] == "\r\n")
+        while at < end and text[at] in " \t":
+            at += 1
+        return at
+    if code in _HEX_ESCAPES:
+        digits = _HEX_ESCAPES[code]
+        emit(chr(int(text[at + 2 : at + 2 + digits], 16)), at)
+        return at + 2 + digits
+    emit(_DOUBLE_ESCAPES.get(code, code), at)
+    return at + 2
 
 
 def _block_lines(text: str, begin: int, end: int) -> list[tuple[int, str]]:

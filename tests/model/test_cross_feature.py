@@ -18,6 +18,9 @@ is broken):
 - ``one_effect_per_operation``: the bank applied each operation once, every call of one
   operation id carried the same input for the same original run, and no run applied two;
 - ``the_trail_verifies``: ``audit verify`` of the tenant finds nothing;
+- ``every_anchored_runs_receipt_verifies``: every run that had finished when a checkpoint was
+  signed gets a receipt (values revealed), and the receipt verifies with no database
+  (``docs/receipts.md``);
 - ``no_secret_reaches_a_caller``: no outcome or stored result carries the planted secret;
 - ``every_row_reads_back``: every run the model saw reads back, and the store skipped no row.
 """
@@ -34,11 +37,16 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from signoff import ExecutionContext, ExecutionResult, Principal
+from signoff.audit.checkpoints import checkpoint_heads
+from signoff.audit.keys import ED25519, AuditKey, KeyRing
+from signoff.audit.receipt import make_receipt
+from signoff.audit.receipt_check import ring_check, verify_receipt
 from signoff.audit.verify import verify_trail
 from signoff.core import limit_stage, substance
 from signoff.core.clock import ManualClock
@@ -179,6 +187,13 @@ class CrossFeatureMachine(RuleBasedStateMachine):
         self.run_ids: list[str] = []
         self.outcomes: list[ActionOutcome] = []
         self.keys = 0
+        signer = Ed25519PrivateKey.generate()
+        self.ring = KeyRing(
+            {"model": AuditKey("model", ED25519, private=signer, public=signer.public_key())},
+            "model",
+        )
+        self.anchored: set[str] = set()  # finished when a checkpoint was signed
+        self.receipted: set[str] = set()
 
     # ------------------------------------------------------------------ plumbing
     def _run(self, coro: Any) -> Any:
@@ -387,6 +402,13 @@ class CrossFeatureMachine(RuleBasedStateMachine):
         self._saw(self._run(self.runtime.redispatch(run.run_id, self.tenant, request)))
 
     @rule()
+    def a_checkpoint_is_signed(self) -> None:
+        """Housekeeping (or cron) signs the tenant's chain head: every run finished by now can
+        have its receipt."""
+        self._run(checkpoint_heads(self.store, self.ring, self.clock.now(), self.tenant))
+        self.anchored |= {r.run_id for r in self._stored() if r.is_terminal}
+
+    @rule()
     def the_process_restarts(self) -> None:
         """A new process on the same database (memory: the same store, a new runtime): recovery
         settles what the old one left."""
@@ -475,6 +497,16 @@ class CrossFeatureMachine(RuleBasedStateMachine):
     def the_trail_verifies(self) -> None:
         report = self._run(verify_trail(self.store, tenant_id=self.tenant))
         assert [p.line() for p in report.problems] == []
+
+    @invariant()
+    def every_anchored_runs_receipt_verifies(self) -> None:
+        for run_id in sorted(self.anchored - self.receipted):
+            receipt = self._run(
+                make_receipt(self.store, run_id, self.ring, self.clock.now(), reveal=True)
+            )
+            summary = verify_receipt(receipt, ring_check(self.ring))
+            event(f"receipt of a {summary.status} run, {summary.decisions} decisions")
+            self.receipted.add(run_id)
 
     @invariant()
     def replaying_the_history_changes_nothing(self) -> None:

@@ -110,18 +110,7 @@ def shape(document: Any) -> dict[str, Any]:
     if not chain:
         raise malformed("receipt.chain is empty")
     for n, link in enumerate(chain):
-        where = f"chain[{n}]"
-        if not isinstance(link, dict) or link.get("type") not in ("event", "elided"):
-            raise malformed(f"{where} is not an event or elided link")
-        for key in ("from", "to"):
-            need(link, key, int, where)
-        for key in ("prev_hash", "hash"):
-            need(link, key, str, where)
-        if link["type"] == "event":
-            if link["from"] != link["to"] or any(k not in link for k in EVENT_FIELDS):
-                raise malformed(f"{where} is not a whole event")
-        elif link["from"] > link["to"]:
-            raise malformed(f"{where} ends before it starts")
+        _link_shape(link, f"chain[{n}]")
     checkpoint = need(document, "checkpoint", dict, "receipt")
     for key in (*CHECKPOINT_FIELDS, "signature"):
         need(checkpoint, key, int if key == "chain_seq" else str, "checkpoint")
@@ -130,6 +119,26 @@ def shape(document: Any) -> dict[str, Any]:
     attestation = need(document, "attestation", dict, "receipt")
     for key in ("at", "key_id", "algorithm", "signature"):
         need(attestation, key, str, "attestation")
+    _evidence_shape(document)
+    return document
+
+
+def _link_shape(link: Any, where: str) -> None:
+    if not isinstance(link, dict) or link.get("type") not in ("event", "elided"):
+        raise malformed(f"{where} is not an event or elided link")
+    for key in ("from", "to"):
+        need(link, key, int, where)
+    for key in ("prev_hash", "hash"):
+        need(link, key, str, where)
+    if link["type"] == "event":
+        if link["from"] != link["to"] or any(k not in link for k in EVENT_FIELDS):
+            raise malformed(f"{where} is not a whole event")
+    elif link["from"] > link["to"]:
+        raise malformed(f"{where} ends before it starts")
+
+
+def _evidence_shape(document: dict[str, Any]) -> None:
+    """The substance parts and the decisions with their digests."""
     parts = need(document, "substance", dict, "receipt")
     for name in PARTS:
         part = parts.get(name)
@@ -139,4 +148,3 @@ def shape(document: Any) -> dict[str, Any]:
         if not isinstance(entry, dict) or not isinstance(entry.get("decision"), dict):
             raise malformed(f"decisions[{n}] is not a decision")
         need(entry, "digest", str, f"decisions[{n}]")
-    return document

@@ -57,7 +57,13 @@ def register(app: typer.Typer) -> None:
     """Add this module's commands to the top-level app."""
     audit = typer.Typer(help="Export, verify and checkpoint the audit trail.", no_args_is_help=True)
     app.add_typer(audit, name="audit")
+    _add_export(audit)
+    _add_verify(audit)
+    _add_checkpoint(audit)
+    _add_keygen(audit)
 
+
+def _add_export(audit: typer.Typer) -> None:
     @audit.command("export")
     def export(
         database: DatabaseOption = DEFAULT_DATABASE_URL,
@@ -100,6 +106,8 @@ def register(app: typer.Typer) -> None:
         if output is not None:
             typer.echo(f"{count} lines written to {output}")
 
+
+def _add_verify(audit: typer.Typer) -> None:
     @audit.command("verify")
     def verify(
         database: DatabaseOption = DEFAULT_DATABASE_URL,
@@ -139,6 +147,8 @@ def register(app: typer.Typer) -> None:
             f"{report.checkpoints} checkpoints in {report.rounds} rounds{note}"
         )
 
+
+def _add_checkpoint(audit: typer.Typer) -> None:
     @audit.command("checkpoint")
     def checkpoint(
         database: DatabaseOption = DEFAULT_DATABASE_URL,
@@ -176,6 +186,8 @@ def register(app: typer.Typer) -> None:
             f"{len(outcome.checkpoints)} checkpoints signed with key {ring.signing_key!r}{where}"
         )
 
+
+def _add_keygen(audit: typer.Typer) -> None:
     @audit.command("keygen")
     def keygen(
         key_id: Annotated[str, typer.Argument(help="The new key's id, e.g. k2026-12.")],

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from signoff import ApprovalSpec, ExecutionContext, ExecutionResult
@@ -331,6 +333,12 @@ TAMPERING: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ("the tenant edited", _set("tenant_id", value="other"), "RECEIPT_EVENT_EDITED"),
     ("the format unknown", _set("format", value="signoff.receipt.v0"), "RECEIPT_MALFORMED"),
     ("the chain emptied", _set("chain", value=[]), "RECEIPT_MALFORMED"),
+    (
+        "a naive attestation time",
+        _set("attestation", "at", value="2026-12-02"),
+        "RECEIPT_MALFORMED",
+    ),
+    ("a data that is a list", _set("chain", 0, "data", value=[1]), "RECEIPT_EVENT_EDITED"),
 ]
 
 
@@ -457,11 +465,12 @@ def test_the_cli_writes_a_receipt_and_verifies_it_with_the_public_key(trail: Tra
     )
     assert done.exit_code == 1
     assert done.stderr.strip().endswith("[RECEIPT_EVENT_EDITED]")
-    target.write_text("{not json")
-    done = runner.invoke(
-        app, ["audit", "verify-receipt", str(target), "--key", str(trail.public_key)]
-    )
-    assert done.exit_code == 1 and done.stderr.strip().endswith("[RECEIPT_MALFORMED]")
+    for text in ("{not json", "[" * 100_000 + "]" * 100_000, "[1, 2]"):
+        target.write_text(text)
+        done = runner.invoke(
+            app, ["audit", "verify-receipt", str(target), "--key", str(trail.public_key)]
+        )
+        assert done.exit_code == 1 and done.stderr.strip().endswith("[RECEIPT_MALFORMED]")
 
 
 def test_the_cli_refuses_an_unanchored_run_or_checkpoints_first_when_asked(trail: Trail) -> None:
@@ -485,3 +494,48 @@ def test_the_cli_refuses_an_unanchored_run_or_checkpoints_first_when_asked(trail
     assert json.loads(made.stdout)["run_id"] == run_id
     unsigned = runner.invoke(app, ["audit", "receipt", run_id, "--database", url(trail.db)])
     assert unsigned.stderr.strip().endswith("[RECEIPT_KEYS_MISSING]")
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+def _paths(node: Any, here: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    found = [here]
+    if isinstance(node, dict):
+        for key, value in node.items():
+            found += _paths(value, (*here, key))
+    elif isinstance(node, list):
+        for n, value in enumerate(node):
+            found += _paths(value, (*here, n))
+    return found
+
+
+@pytest.fixture(scope="module")
+def pristine(signed: Trail) -> dict[str, Any]:
+    return receipt_of(signed, "amended", reveal=True)
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data())
+def test_any_edit_anywhere_is_a_stable_code_never_a_crash(
+    signed: Trail, pristine: dict[str, Any], data: st.DataObject
+) -> None:
+    document = copy.deepcopy(pristine)
+    path = data.draw(st.sampled_from(_paths(document)[1:]))
+    value = data.draw(JSON)
+    node: Any = document
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    try:
+        verify_receipt(document, ring_check(signed.ring))
+    except ReceiptProblem as found:
+        assert found.code.startswith("RECEIPT_")

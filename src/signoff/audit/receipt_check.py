@@ -45,6 +45,7 @@ from signoff.core.chain import (
     canonical_json,
     receipt_message,
     sha256_hex,
+    timestamp,
 )
 
 __all__ = [
@@ -102,6 +103,13 @@ def digest(value: Any) -> str:
 
 def verify_receipt(document: Any, check: SignatureCheck) -> ReceiptSummary:
     """The receipt's summary when it holds; raises ``ReceiptProblem`` naming the first problem."""
+    try:
+        return _verified(document, check)
+    except RecursionError:
+        raise malformed("a value is nested too deeply") from None
+
+
+def _verified(document: Any, check: SignatureCheck) -> ReceiptSummary:
     receipt = shape(document)
     chain = receipt["chain"]
     events = _check_chain(receipt, chain)
@@ -202,8 +210,11 @@ def _check_anchor(
     attestation = receipt["attestation"]
     try:
         at = datetime.fromisoformat(attestation["at"].replace("Z", "+00:00"))
+        canonical = at.tzinfo is not None and timestamp(at) == attestation["at"]
     except ValueError:
-        raise malformed("attestation.at is not an instant") from None
+        canonical = False
+    if not canonical:  # signed as written: YYYY-MM-DDTHH:MM:SS.ffffffZ
+        raise malformed("attestation.at is not an instant as signoff writes one")
     message = receipt_message(
         receipt["tenant_id"],
         receipt["run_id"],

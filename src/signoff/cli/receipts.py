@@ -186,7 +186,7 @@ def register(audit: typer.Typer) -> None:
             fail(f"cannot read {file}: {getattr(exc, 'strerror', None) or exc}", "USAGE")
         try:
             document = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):
             fail(f"{file} is not JSON", "RECEIPT_MALFORMED")
         try:
             summary = check_receipt(document, check)

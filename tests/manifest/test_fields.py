@@ -205,3 +205,37 @@ def test_a_sensitive_pointer_into_a_nested_input_value_must_resolve(manifests: P
 
     assert (problem.code, problem.path) == (ProblemCode.INVALID_VALUE, "spec.sensitive[2]")
     assert "did you mean 'iban'?" in problem.message
+
+
+@pytest.mark.parametrize(
+    ("sensitive", "amended"),
+    [
+        ("sensitive: [note]", "note"),
+        ("sensitive: [/input/note]", "note"),
+        ("sensitive: [/input/payee/iban]", "payee"),
+    ],
+)
+def test_a_sensitive_field_cannot_be_amended_however_the_pointer_is_written(
+    manifests: Path, sensitive: str, amended: str
+) -> None:
+    """Its before and after would be chained in the amending event, which a receipt and an
+    export carry whole."""
+    text = edited(
+        "      note: {type: string}\n",
+        "      note: {type: string}\n"
+        "      payee:\n"
+        "        type: object\n"
+        "        properties: {iban: {type: string}}\n"
+        "        additionalProperties: false\n",
+        edited(
+            "    expires_after: 1h30m\n",
+            f"    expires_after: 1h30m\n    amend: [{amended}]\n",
+            edited("sensitive: [note]", sensitive),
+        ),
+    )
+    write(manifests, "a.yaml", text)
+
+    problem = only_problem(manifests)
+
+    assert (problem.code, problem.path) == (ProblemCode.INVALID_VALUE, "spec.approval.amend[0]")
+    assert "is sensitive" in problem.message

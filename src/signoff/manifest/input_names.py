@@ -69,7 +69,7 @@ def check_input_names(check: DocumentCheck) -> None:
         problem = undeclared(declared, name)
         if problem is not None:
             check.report(("spec", "approval", "amend", index), ProblemCode.INVALID_VALUE, problem)
-        elif isinstance(sensitive, list) and name in sensitive:
+        elif name in _sensitive_inputs(sensitive):
             check.report(
                 ("spec", "approval", "amend", index),
                 ProblemCode.INVALID_VALUE,
@@ -94,3 +94,19 @@ def _money_has_currency(check: DocumentCheck, where: tuple[str, ...], shown: obj
             ProblemCode.INVALID_VALUE,
             "money needs a currency (e.g. currency: EUR)",
         )
+
+
+def _sensitive_inputs(sensitive: object) -> set[str]:
+    """The input fields a sensitive entry masks whole or in part, however it is written
+    (``note``, ``/input/note``, ``/input/payee/iban``): approvers cannot amend any of them."""
+    found: set[str] = set()
+    for entry in sensitive if isinstance(sensitive, list) else ():
+        if not isinstance(entry, str):
+            continue
+        try:
+            root, path = parse_sensitive(entry)
+        except PointerError:
+            continue
+        if root == "input":
+            found.add(path[0])
+    return found

@@ -1,15 +1,13 @@
-"""The direct ways build each statement's arguments from a plan worked out once: SQLite's
-writer (``direct.py``) and PostgreSQL's hot units (``postgres_direct.py``).
+"""The direct ways send statements compiled by SQLAlchemy straight to the driver: SQLite's
+writer (``direct.py``) and PostgreSQL's units (``postgres_direct.py``).
 
-The plan must send exactly what SQLAlchemy's ``construct_params`` would: every statement a
-governed run writes is checked against it here, argument by argument, while real work runs
-(proposals, duplicates, approvals, limits, cancellation), and a missing required value still
-fails with SQLAlchemy's own error.
+What they store must be what SQLAlchemy's own execution stores (read back as the driver reads
+it), governed work (proposals, duplicates, approvals, limits, cancellation) must run on them,
+and a missing required value still fails with SQLAlchemy's own error.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -23,29 +21,15 @@ from signoff.core.limits import LimitSpec
 from signoff.core.ports import Store
 from signoff.core.registry import ActionRegistry
 from signoff.core.runtime import Runtime
-from signoff.store.sql import SqlStore, direct, open_sql_store, postgres_direct
+from signoff.store.sql import SqlStore, direct, open_sql_store
+from signoff.store.sql.codec import run_values
+from signoff.store.sql.postgres_unit import PostgresUnit
 from signoff.store.sql.tables import runs
 from tests.helpers import AGENT, LARGE, SMALL, Recorder, approve, definition, proposal
 from tests.store.conftest import Backend
+from tests.store.samples import full_run
 
 DAY = timedelta(days=1)
-
-
-@pytest.fixture
-def compared(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """Every planned execution also built the SQLAlchemy way, and compared."""
-    seen: list[str] = []
-    planned = direct._Plan.args
-
-    def args(plan: direct._Plan, params: Mapping[str, Any] | None) -> tuple[Any, ...]:
-        fast = planned(plan, params)
-        assert fast == plan._constructed(params), plan.sql
-        if plan.fields is not None and params:
-            seen.append(plan.sql)
-        return fast
-
-    monkeypatch.setattr(direct._Plan, "args", args)
-    yield seen
 
 
 async def governed_work(store: Store, tenant: str) -> None:
@@ -68,55 +52,61 @@ async def governed_work(store: Store, tenant: str) -> None:
     assert cancelled.code == "ACTION_CANCELLED"
 
 
-async def test_planned_arguments_are_what_sqlalchemy_would_send(
-    tmp_path: Path, compared: list[str], tenant: str
-) -> None:
+def _row_of(run_id: str) -> tuple[Any, dict[str, Any]]:
+    """The stored row of ``run_id`` as the driver reads it back (no type processing)."""
+    return sa.text(f"SELECT * FROM {runs.name} WHERE run_id = :id"), {"id": run_id}
+
+
+def _stored(row: Any) -> dict[str, Any]:
+    return {k: v for k, v in dict(row._mapping).items() if k != "run_id"}
+
+
+async def test_the_writer_stores_what_sqlalchemy_stores(tmp_path: Path, tenant: str) -> None:
+    """The same run inserted by the writer's direct way and by SQLAlchemy's own execution,
+    then governed work on the direct way: byte for byte the same stored values, and the work's
+    runs read back whole."""
     store = await open_sql_store(f"sqlite+aiosqlite:///{tmp_path / 'd.db'}", upgrade=True)
+    assert isinstance(store, SqlStore) and store.writer is not None
+    run = full_run(tenant)
+    values = run_values(run)
+    insert = sa.insert(runs)
+
+    def both(conn: Any) -> tuple[Any, Any]:
+        direct.DirectConnection(conn, {}).execute(insert, values | {"run_id": "direct"})
+        conn.execute(insert, values | {"run_id": "ordinary"})
+        return (
+            conn.execute(*_row_of("direct")).one(),
+            conn.execute(*_row_of("ordinary")).one(),
+        )
+
     try:
+        fast, ordinary = await store.writer.unit_of_one(both)
+        assert _stored(fast) == _stored(ordinary)
+        assert isinstance(_stored(fast)["created_at"], str)  # stored as SQLite text
         await governed_work(store, tenant)
     finally:
         await store.close()
-    # The fast way was taken for inserts, compare-and-sets, completions and audit rows alike.
-    assert len(set(compared)) >= 6, sorted(set(compared))
 
 
 @pytest.mark.postgres
-async def test_postgres_planned_arguments_are_what_sqlalchemy_would_send(
-    pg: Backend, tenant: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The same on PostgreSQL's direct way (``postgres_direct.py``): each plan's arguments
-    against the statement compiled and ``construct_params``-ed by SQLAlchemy for the call."""
+async def test_postgres_direct_way_stores_what_sqlalchemy_stores(pg: Backend, tenant: str) -> None:
+    """The same on PostgreSQL: a run inserted straight on asyncpg (``postgres_direct.py``) and
+    one through SQLAlchemy's execution in the same unit read back equal, and governed work on
+    the direct way succeeds."""
     store = await pg.open_sql()
-    dialect = store.engine.dialect
-    statements: dict[int, Any] = {}
-    seen: list[str] = []
-    plan_for, planned = postgres_direct.plan_for, postgres_direct.Plan.args
-
-    def remembering(plans: Any, statement: Any, dialect: Any, params: Any) -> Any:
-        plan = plan_for(plans, statement, dialect, params)
-        if plan is not None:
-            statements[id(plan)] = statement
-        return plan
-
-    def args(plan: postgres_direct.Plan, params: Mapping[str, Any]) -> list[Any]:
-        fast = planned(plan, params)
-        compiled: Any = statements[id(plan)].compile(dialect=dialect, column_keys=sorted(params))
-        values = compiled.construct_params(params)
-        processors = compiled._bind_processors
-        expected = [
-            processors[name](values[name])
-            if name in processors and values[name] is not None
-            else values[name]
-            for name in compiled.positiontup
-        ]
-        assert fast == expected, plan.sql
-        seen.append(plan.sql)
-        return fast
-
-    monkeypatch.setattr(postgres_direct, "plan_for", remembering)
-    monkeypatch.setattr(postgres_direct.Plan, "args", args)
+    run = full_run(tenant)
+    values = run_values(run)
+    insert = sa.insert(runs)
+    direct_id, ordinary_id = f"{run.run_id}-d", f"{run.run_id}-o"
+    async with store.unit() as unit:
+        assert isinstance(unit, PostgresUnit)
+        assert await unit.write(insert, values | {"run_id": direct_id}) == 1
+        assert unit._plan(insert, values | {"run_id": direct_id}) is not None  # the direct way
+        await unit.read(insert, values | {"run_id": ordinary_id}, lambda r: r.rowcount)
+        fast = await unit.read(*_row_of(direct_id), lambda r: r.one())
+        ordinary = await unit.read(*_row_of(ordinary_id), lambda r: r.one())
+    assert _stored(fast) == _stored(ordinary)
     await governed_work(store, tenant)
-    assert len(set(seen)) >= 5, sorted(set(seen))
 
 
 async def test_a_missing_required_value_fails_as_sqlalchemy_says(tmp_path: Path) -> None:
@@ -153,7 +143,7 @@ async def test_a_missing_required_value_fails_as_sqlalchemy_says(tmp_path: Path)
 def test_an_instant_is_written_as_the_column_type_writes_it(at: datetime) -> None:
     column_type = runs.c.created_at.type
     dialect = sqlite.dialect()
-    processor = column_type._cached_bind_processor(dialect)
+    processor = column_type.dialect_impl(dialect).bind_processor(dialect)
     assert processor is not None
     assert direct._utc_text(at) == processor(at)
 

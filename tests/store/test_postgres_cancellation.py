@@ -30,7 +30,7 @@ HEAD = sa.insert(audit_heads).values(
 
 
 def raw_of(unit: Any) -> Any:
-    return unit._conn.sync_connection.connection.dbapi_connection._connection
+    return unit._conn.sync_connection.connection.driver_connection
 
 
 async def test_a_unit_cancelled_while_its_begin_is_in_flight_leaves_no_dirty_connection(

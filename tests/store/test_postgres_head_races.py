@@ -42,11 +42,11 @@ def gate_fast_statements(monkeypatch: pytest.MonkeyPatch, parties: int) -> list[
     execute = postgres_direct.execute
     sent: list[int] = []
 
-    async def gated(conn: Any, plan: Any, params: Any) -> Any:
+    async def gated(conn: Any, driver: Any, plan: Any, params: Any) -> Any:
         if "b_old_seq" in params:
             sent.append(1)
             await barrier.wait()
-        return await execute(conn, plan, params)
+        return await execute(conn, driver, plan, params)
 
     monkeypatch.setattr(postgres_direct, "execute", gated)
     return sent

@@ -1,7 +1,8 @@
 """PostgreSQL units: statements sent straight to asyncpg, and the one-statement hot units.
 
-``postgres_direct.py`` runs a unit's statements on the asyncpg connection inside the transaction
-SQLAlchemy tracks; ``postgres_heads.py`` lets settle and create-reserved be one statement each
+``postgres_direct.py`` runs a unit in asyncpg's own transaction on the driver connection, its
+plain writes straight on asyncpg and SQLAlchemy's statements inside the same transaction;
+``postgres_heads.py`` lets settle and create-reserved be one statement each
 after the chain head this store last committed. These tests pin what that must not change:
 the exceptions a failing statement raises, atomicity with ordinary statements in one unit, and
 a linear, verifiable chain when the assumed head has moved (another store, as another process

@@ -37,81 +37,51 @@ class Executes(Protocol):
 
 
 class _Plan:
-    __slots__ = ("compiled", "fields", "keys", "order", "processors", "returns", "sql")
+    __slots__ = ("compiled", "keys", "order", "processors", "returns", "sql")
 
     def __init__(
         self, statement: UpdateBase, connection: Connection, keys: list[str], many: bool
     ) -> None:
         # As SQLAlchemy compiles it for these parameter names (an INSERT without ``values()``
         # takes its columns from them).
-        compiled: Any = statement.compile(
-            dialect=connection.dialect, column_keys=keys, for_executemany=many
-        )
+        dialect = connection.dialect
+        compiled: Any = statement.compile(dialect=dialect, column_keys=keys, for_executemany=many)
         self.compiled = compiled
         self.sql: str = compiled.string
         self.order: tuple[str, ...] = tuple(compiled.positiontup or ())
-        self.processors: dict[str, Callable[[Any], Any]] = dict(compiled._bind_processors)
-        returning = statement._returning
+        self.processors: tuple[Callable[[Any], Any] | None, ...] = tuple(
+            _sqlite_processor(compiled.binds[name].type, dialect) for name in self.order
+        )
+        returning = returned_columns(statement)
         self.returns = bool(returning)
-        self.keys: tuple[str, ...] = tuple(str(getattr(c, "key", c)) for c in returning)
-        self.fields = _fields(compiled, self.order, self.processors)
+        self.keys: tuple[str, ...] = tuple(str(c.key) for c in returning)
 
     def args(self, params: Mapping[str, Any] | None) -> tuple[Any, ...]:
-        fields = self.fields
-        if fields is None or not params:
-            return self._constructed(params)
-        out = []
-        for key, name, required, constant, processor in fields:
-            if key in params:
-                value = params[key]
-            elif name in params:
-                value = params[name]
-            elif required:
-                return self._constructed(params)  # raises SQLAlchemy's own error
-            else:
-                value = constant
-            out.append(processor(value) if processor is not None and value is not None else value)
-        return tuple(out)
-
-    def _constructed(self, params: Mapping[str, Any] | None) -> tuple[Any, ...]:
-        """The arguments as SQLAlchemy builds them (``construct_params``), for any statement."""
+        """The positional arguments as SQLAlchemy builds them (``construct_params``)."""
         values = self.compiled.construct_params(params)
-        processors = self.processors
-        out = []
-        for name in self.order:
-            value = values[name]
-            processor = processors.get(name)
-            out.append(processor(value) if processor is not None and value is not None else value)
-        return tuple(out)
+        return tuple(
+            processor(value) if processor is not None and value is not None else value
+            for value, processor in zip(
+                [values[name] for name in self.order], self.processors, strict=True
+            )
+        )
 
 
-Field = tuple[str, str, bool, Any, "Callable[[Any], Any] | None"]
+def _sqlite_processor(kind: Any, dialect: Dialect) -> Callable[[Any], Any] | None:
+    """``bind_processor``, with SQLite's ``UTCDateTime`` in one step (``_utc_text``)."""
+    return _utc_text if isinstance(kind, UTCDateTime) else bind_processor(kind, dialect)
 
 
-def _fields(
-    compiled: Any, order: tuple[str, ...], processors: dict[str, Callable[[Any], Any]]
-) -> tuple[Field, ...] | None:
-    """Where each positional argument comes from, worked out once: what ``construct_params``
-    does for every execution (a parameter by the bind's key, else by its name, else the bind's
-    own value). ``None`` for what it does differently: expanding or callable binds, collected
-    or post-compiled parameters, escaped or repeated names; those take ``_constructed``."""
-    # ``.params()`` values collected at compile time (SQLAlchemy 2.1).
-    collected = getattr(compiled, "_collect_params", False) and compiled._collected_params
-    if collected or compiled._render_postcompile or compiled.escaped_bind_names:
-        return None
-    by_name: dict[str, Any] = {}
-    for bind, name in compiled.bind_names.items():
-        if bind.expanding or bind.callable or name in by_name:
-            return None
-        by_name[name] = bind
-    fields: list[Field] = []
-    for name in order:
-        bind = by_name.get(name)
-        if bind is None:
-            return None
-        processor = _utc_text if isinstance(bind.type, UTCDateTime) else processors.get(name)
-        fields.append((bind.key, name, bool(bind.required), bind.value, processor))
-    return tuple(fields)
+def bind_processor(kind: Any, dialect: Dialect) -> Callable[[Any], Any] | None:
+    """What the dialect does to a value of ``kind`` before the driver gets it (the type's
+    public ``dialect_impl(dialect).bind_processor(dialect)``)."""
+    processor: Callable[[Any], Any] | None = kind.dialect_impl(dialect).bind_processor(dialect)
+    return processor
+
+
+def returned_columns(statement: UpdateBase) -> list[Any]:
+    """The ``RETURNING`` columns of a DML statement (its public ``exported_columns``)."""
+    return list(statement.exported_columns)
 
 
 def _utc_text(value: datetime) -> str:
@@ -135,7 +105,7 @@ def plain_columns(columns: Iterable[Any], dialect: Dialect) -> bool:
     for column in columns:
         kind = getattr(column, "type", None)
         try:
-            if kind is None or kind._cached_result_processor(dialect, None) is not None:
+            if kind is None or kind.dialect_impl(dialect).result_processor(dialect, None):
                 return False
         except (TypeError, ValueError):  # a type that needs the column's server type
             return False
@@ -204,9 +174,9 @@ class DirectConnection:
     def __init__(self, connection: Connection, plans: Plans) -> None:
         self.connection = connection
         self._plans = plans
-        dbapi = connection.connection.dbapi_connection
-        assert dbapi is not None
-        self._cursor: Any = dbapi.cursor()
+        driver = connection.connection.driver_connection  # the documented raw connection
+        assert driver is not None
+        self._cursor: Any = driver.cursor()
 
     def execute(
         self,
@@ -241,7 +211,7 @@ class DirectConnection:
         def build() -> _Plan | None:
             if not isinstance(statement, UpdateBase):
                 return None
-            if not plain_columns(statement._returning, self.connection.dialect):
+            if not plain_columns(returned_columns(statement), self.connection.dialect):
                 return None
             return _Plan(statement, self.connection, keys, many)
 

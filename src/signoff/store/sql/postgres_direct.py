@@ -1,20 +1,26 @@
-"""PostgreSQL: a unit's writes sent straight to asyncpg, in the transaction SQLAlchemy tracks.
+"""PostgreSQL: a unit's transaction is asyncpg's own, and its writes go straight to asyncpg.
+
+A PostgreSQL unit takes a pooled connection, switches SQLAlchemy's side of it to driver-level
+autocommit (``isolation_level="AUTOCOMMIT"``: SQLAlchemy then begins and ends nothing on it) and
+opens a transaction of its own on the documented raw connection
+(``AsyncConnection.get_raw_connection()`` -> ``driver_connection``, the ``asyncpg.Connection``)
+with asyncpg's public ``Connection.transaction()``. Every statement of the unit runs inside that
+one transaction: those SQLAlchemy executes (reads, statements built per call) and those sent
+here straight to asyncpg. The transaction is never shared with one SQLAlchemy tracks, so neither
+side can believe it is in a state the other left.
 
 The statements stay SQLAlchemy Core, compiled by SQLAlchemy's asyncpg dialect - once per
-statement object and parameter names (the store's statements are built once). What is skipped
+statement object and parameter names (the store's statements are built once), through public
+compiled attributes (``string``, ``positiontup``, ``binds``, ``construct_params()``) and bind
+processors from each type's ``dialect_impl(dialect).bind_processor(dialect)``. What is skipped
 is SQLAlchemy's per-execution machinery around the driver call (a greenlet switch, the execution
-context, parameter processing, result set-up): on PostgreSQL it cost ~0.2 ms of CPU per
-statement, more than asyncpg itself. Parameters go through the compiled statement's own bind
-processors in its positional order; the prepared statement comes from the adapter's own cache
-(the one SQLAlchemy uses for this connection, so each statement is parsed once per connection).
+context, result set-up): on PostgreSQL it cost ~0.2 ms of CPU per statement, more than asyncpg
+itself. asyncpg's own statement cache prepares each statement once per connection.
 
-The transaction is the one SQLAlchemy's ``Connection`` and its asyncpg adapter track: a direct
-statement first begins it there (no round trip; the adapter's ``BEGIN`` is sent with the first
-statement as SQLAlchemy would), and ``commit``/``rollback`` end it on the adapter and then on
-the ``Connection`` (whose ``commit`` event still fires), so direct and ordinary statements mix
-freely in one unit. A driver error is translated by the adapter and raised as SQLAlchemy's
-``DBAPIError`` subclass, exactly as an ordinary execution raises it (a unique violation is an
-``IntegrityError`` whose ``orig`` carries the ``pgcode``), and a lost connection is invalidated.
+A driver error is raised as SQLAlchemy's ``DBAPIError`` subclass that an ordinary execution
+raises for it (a unique violation is an ``IntegrityError`` whose ``orig`` carries the ``pgcode``),
+mapped from asyncpg's public exception classes as SQLAlchemy's asyncpg dialect maps them, and a
+lost connection is invalidated.
 
 Only writes whose answer needs no result processing and whose text is the same for every call
 take this way (row counts, plain integers and text; no ``IN`` list expanded per call); anything
@@ -27,6 +33,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
+import asyncpg
 from sqlalchemy import exc
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -35,7 +42,13 @@ from sqlalchemy.sql.dml import UpdateBase
 from sqlalchemy.sql.selectable import Select
 from sqlalchemy.types import ARRAY
 
-from signoff.store.sql.direct import Rows, plain_columns, remembered
+from signoff.store.sql.direct import (
+    Rows,
+    bind_processor,
+    plain_columns,
+    remembered,
+    returned_columns,
+)
 
 _COUNT = re.compile(r"(?:SELECT|UPDATE|DELETE|MERGE|INSERT \d+) (\d+)")
 
@@ -43,51 +56,49 @@ _COUNT = re.compile(r"(?:SELECT|UPDATE|DELETE|MERGE|INSERT \d+) (\d+)")
 class Plan:
     """One statement compiled for asyncpg, for one set of parameter names."""
 
-    __slots__ = ("defaults", "expands", "keys", "order", "processors", "sql")
+    __slots__ = ("compiled", "expands", "keys", "order", "processors", "sql")
 
     def __init__(self, statement: Executable, dialect: Dialect, keys: list[str]) -> None:
         compiled: Any = cast(Any, statement).compile(dialect=dialect, column_keys=keys)
         self.sql: str = compiled.string
         self.expands = bool(compiled.post_compile_params or compiled.literal_execute_params)
         self.order: tuple[str, ...] = tuple(compiled.positiontup or ())
-        self.processors: dict[str, Callable[[Any], Any]] = {
-            name: processor
-            for name, processor in compiled._bind_processors.items()
-            if not _copies_only(compiled.binds[name].type, dialect)
-        }
-        # Values bound in the statement itself (literals, ``.values(state=...)``).
-        self.defaults: dict[str, Any] = compiled.construct_params(_check=False)
-        self.keys: tuple[str, ...] = tuple(_returned(statement))
+        self.compiled = compiled
+        self.processors: tuple[Callable[[Any], Any] | None, ...] = tuple(
+            _processor(compiled.binds[name].type, dialect) for name in self.order
+        )
+        self.keys: tuple[str, ...] = tuple(str(c.key) for c in _returned(statement))
 
     def args(self, params: Mapping[str, Any]) -> list[Any]:
-        processors = self.processors
-        defaults = self.defaults
-        out = []
-        for name in self.order:
-            value = params[name] if name in params else defaults[name]
-            processor = processors.get(name)
-            out.append(processor(value) if processor is not None and value is not None else value)
-        return out
+        """The positional arguments as SQLAlchemy builds them (``construct_params``)."""
+        values = self.compiled.construct_params(params)
+        return [
+            processor(value) if processor is not None and value is not None else value
+            for value, processor in zip(
+                [values[name] for name in self.order], self.processors, strict=True
+            )
+        ]
 
 
-def _copies_only(kind: Any, dialect: Dialect) -> bool:
-    """An ``ARRAY`` of a type that needs no processing: its processor only copies the list."""
-    return isinstance(kind, ARRAY) and kind.item_type._cached_bind_processor(dialect) is None
+def _processor(kind: Any, dialect: Dialect) -> Callable[[Any], Any] | None:
+    """The bind processor, except for an ``ARRAY`` of a type that needs no processing (its
+    processor only copies the list; asyncpg takes the list as it is)."""
+    if isinstance(kind, ARRAY) and bind_processor(kind.item_type, dialect) is None:
+        return None
+    return bind_processor(kind, dialect)
 
 
-def _returned(statement: Executable) -> list[str]:
+def _returned(statement: Executable) -> list[Any]:
     if isinstance(statement, UpdateBase):
-        return [str(getattr(c, "key", c)) for c in statement._returning]
+        return returned_columns(statement)
     if isinstance(statement, Select):
-        return [str(c.key) for c in statement.selected_columns]
+        return list(statement.selected_columns)
     return []
 
 
 def _plannable(statement: Executable, dialect: Dialect) -> bool:
-    if isinstance(statement, UpdateBase):
-        return plain_columns(statement._returning, dialect)
-    if isinstance(statement, Select):
-        return plain_columns(statement.selected_columns, dialect)
+    if isinstance(statement, UpdateBase | Select):
+        return plain_columns(_returned(statement), dialect)
     return False
 
 
@@ -111,85 +122,129 @@ def plan_for(
     return remembered(plans, (id(statement), keys), statement, build)
 
 
-async def execute(conn: AsyncConnection, plan: Plan, params: Mapping[str, Any]) -> Any:
-    """Run ``plan`` on the connection's asyncpg connection, in the connection's transaction.
+async def begin(conn: AsyncConnection) -> tuple[Any, Any]:
+    """Open the unit's own transaction on ``conn``'s asyncpg connection; answers that
+    ``asyncpg.Connection`` and its ``Transaction``. SQLAlchemy's side of the connection is set to driver-level autocommit
+    first, so it begins nothing of its own; its statements run inside this transaction.
 
-    Answers ``Rows``, read by the stores' extractors like a ``CursorResult``."""
-    sync = conn.sync_connection
-    assert sync is not None
-    if not sync.in_transaction():
-        sync.begin()  # SQLAlchemy's begin sends nothing; the adapter's BEGIN follows
-    adapter: Any = sync.connection.dbapi_connection
-    dialect: Any = sync.dialect
+    Cancelled (or failing) while ``BEGIN`` is in flight, what the server holds is unknown: the
+    connection is invalidated, never sent back to the pool inside a transaction
+    (tests/store/test_postgres_cancellation.py)."""
     try:
-        if adapter._transaction is None:
-            await adapter._start_transaction()
-        prepared, _ = await adapter._prepare(plan.sql, dialect._invalidate_schema_cache_asof)
-        rows = await prepared.fetch(*plan.args(params))
-        status = prepared.get_statusmsg()
+        await conn.execution_options(isolation_level="AUTOCOMMIT")
+        driver = await _driver(conn)
+        transaction = driver.transaction(isolation="read_committed")
+        await transaction.start()
+        sync = conn.sync_connection
+        assert sync is not None
+        sync.begin()  # SQLAlchemy's side (driver-level autocommit): sends nothing
+    except Exception as error:
+        raise await _translated(conn, "BEGIN", {}, error) from error
+    except BaseException:
+        await conn.invalidate()
+        raise
+    return driver, transaction
+
+
+async def _driver(conn: AsyncConnection) -> Any:
+    raw = await conn.get_raw_connection()
+    return raw.driver_connection
+
+
+async def execute(conn: AsyncConnection, driver: Any, plan: Plan, params: Mapping[str, Any]) -> Any:
+    """Run ``plan`` on the connection's asyncpg connection, inside the unit's transaction
+    (``begin``; ``driver`` is the asyncpg connection it answered). Answers ``Rows``, read by the stores' extractors like a ``CursorResult``."""
+    try:
+        args = plan.args(params)
+        if plan.keys:
+            rows = await driver.fetch(plan.sql, *args)
+            count = len(rows)
+        else:
+            rows = []
+            found = _COUNT.match(await driver.execute(plan.sql, *args) or "")
+            count = int(found.group(1)) if found else -1
+    except exc.SQLAlchemyError:
+        raise  # a missing required value: SQLAlchemy's own error, nothing was sent
     except Exception as error:
         raise await _translated(conn, plan.sql, params, error) from error
     except BaseException:
-        # Cancelled (or exiting) mid-call: what the driver and the server hold is unknown (a
-        # BEGIN may be in flight with no transaction recorded by the adapter). SQLAlchemy's own
-        # execution invalidates the connection here; so must this, or it goes back to the pool
-        # inside a transaction (tests/store/test_postgres_cancellation.py).
+        # Cancelled (or exiting) mid-call: what the driver and the server hold is unknown.
+        # SQLAlchemy's own execution invalidates the connection here; so must this.
         await conn.invalidate()
         raise
-    found = _COUNT.match(status or "")
-    return Rows(int(found.group(1)) if found else -1, plan.keys, rows)
+    return Rows(count, plan.keys, rows)
 
 
-async def end(conn: AsyncConnection, *, commit: bool) -> None:
-    """Commit or roll back the connection's transaction (its ``commit`` event fires)."""
-    sync = conn.sync_connection
-    assert sync is not None
-    if sync.invalidated:  # lost (and invalidated) by a statement: nothing left to end
+async def end(conn: AsyncConnection, transaction: Any, *, commit: bool) -> None:
+    """Commit or roll back the unit's transaction (``begin``), then SQLAlchemy's (logical)
+    one, so the ``Connection``'s ``commit`` event still fires."""
+    if conn.invalidated:  # lost (and invalidated) by a statement: nothing left to end
         if commit:
             raise exc.PendingRollbackError("the connection was lost; nothing was committed")
+        sync = conn.sync_connection
+        assert sync is not None
         sync.rollback()
         return
-    adapter: Any = sync.connection.dbapi_connection
-    transaction = adapter._transaction
-    if transaction is not None:
-        try:
-            await adapter._call_and_discard(transaction.commit if commit else transaction.rollback)
-        except Exception as error:
-            raise await _translated(conn, "COMMIT" if commit else "ROLLBACK", {}, error) from error
-    # The adapter's transaction is over: SQLAlchemy's end sends nothing more.
+    try:
+        await (transaction.commit() if commit else transaction.rollback())
+    except Exception as error:
+        raise await _translated(conn, "COMMIT" if commit else "ROLLBACK", {}, error) from error
+    # SQLAlchemy's side, in driver-level autocommit: sends nothing; its ``commit`` event fires.
+    sync = conn.sync_connection
+    assert sync is not None
     if commit:
         sync.commit()
     else:
         sync.rollback()
 
 
+class DriverError(Exception):
+    """asyncpg's error as the ``orig`` of SQLAlchemy's ``DBAPIError``, with the fields an
+    ordinary execution's ``orig`` has (``pgcode``/``sqlstate``, ``detail``)."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(f"<{type(error).__name__}>: {error}")
+        self.pgcode: str | None = getattr(error, "sqlstate", None)
+        self.sqlstate = self.pgcode
+        self.detail: str | None = getattr(error, "detail", None)
+
+
+# SQLAlchemy's asyncpg dialect maps asyncpg's public exception classes so (most specific first).
+_KINDS: tuple[tuple[type[BaseException], type[exc.DBAPIError]], ...] = (
+    (asyncpg.exceptions.IntegrityConstraintViolationError, exc.IntegrityError),
+    (asyncpg.exceptions.SyntaxOrAccessError, exc.ProgrammingError),
+    (asyncpg.exceptions.InternalServerError, exc.InternalError),
+    (asyncpg.exceptions.InterfaceError, exc.InterfaceError),
+    (asyncpg.exceptions.InternalClientError, exc.InternalError),
+)
+_LOST = (
+    asyncpg.exceptions.PostgresConnectionError,
+    asyncpg.exceptions.ConnectionDoesNotExistError,
+    OSError,
+)
+
+
 async def _translated(
     conn: AsyncConnection, statement: str, params: Mapping[str, Any], error: Exception
 ) -> BaseException:
     """``error`` as SQLAlchemy raises it from an ordinary execution on this connection."""
-    sync = conn.sync_connection
-    assert sync is not None
-    adapter: Any = sync.connection.dbapi_connection
-    dialect: Any = sync.dialect
-    dbapi = dialect.loaded_dbapi
-    try:
-        adapter._handle_exception(error)  # raises the adapter's translation
-    except Exception as translated:
-        error = translated
-    if isinstance(error, (dbapi.InvalidCachedStatementError, dbapi.InternalServerError)):
-        dialect._invalidate_schema_cache()
-    if not isinstance(error, dbapi.Error):
+    if not isinstance(error, asyncpg.exceptions.PostgresError | asyncpg.InterfaceError | OSError):
         return error
-    disconnect = dialect.is_disconnect(error, adapter, None)
-    if disconnect:
+    driver: Any = None
+    if not conn.invalidated:
+        try:
+            driver = await _driver(conn)
+        except Exception:  # already unusable: treated as lost below
+            driver = None
+    lost = driver is None or driver.is_closed() or isinstance(error, _LOST)
+    if lost and not conn.invalidated:
         await conn.invalidate()
-    wrapped: BaseException = exc.DBAPIError.instance(
+    kind = next((k for cls, k in _KINDS if isinstance(error, cls)), exc.DBAPIError)
+    sync = conn.sync_connection
+    return kind(
         statement,
         dict(params),
-        error,
-        dbapi.Error,
-        hide_parameters=sync.engine.hide_parameters,
-        connection_invalidated=disconnect,
-        dialect=dialect,
+        DriverError(error),
+        hide_parameters=bool(sync is not None and sync.engine.hide_parameters),
+        connection_invalidated=lost,
     )
-    return wrapped

@@ -7,8 +7,10 @@ is one statement (``postgres_statements.py``) that appends only if that head is 
 head; if it moved, the same unit locks the real head and appends after it. Unknown, each is two
 statements: the compare-and-set or the reservation with the head's lock, then the rows.
 
-Writes whose answer needs no result processing run straight on asyncpg
-(``postgres_direct.py``), inside the transaction SQLAlchemy tracks for the connection.
+The unit's transaction is asyncpg's own, opened on the driver connection (``postgres_direct.py``);
+writes whose answer needs no result processing run straight on asyncpg inside it, and
+SQLAlchemy's statements run inside it too (SQLAlchemy's side of the connection is in
+driver-level autocommit and begins nothing).
 """
 
 from __future__ import annotations
@@ -54,13 +56,13 @@ from signoff.store.sql.unit import Extract, Params, SqlUnit, rowcount
 class PostgresUnit(SqlUnit):
     """A PostgreSQL unit of work that also settles and creates reserved runs in few statements.
 
-    Writes whose answer needs no result processing run straight on asyncpg
-    (``postgres_direct.py``), in the transaction SQLAlchemy tracks for the connection (reads,
-    some built per call, keep SQLAlchemy's compiled cache). With the
+    Its transaction is asyncpg's own (``postgres_direct.begin``); writes whose answer needs no
+    result processing run straight on asyncpg inside it (reads, some built per call, keep
+    SQLAlchemy's compiled cache and run inside it too). With the
     tenant's chain head known (``postgres_heads.py``), ``settle`` and ``create_reserved`` are
     one statement each."""
 
-    __slots__ = ("_heads", "_plans", "_set_heads", "_turns")
+    __slots__ = ("_driver", "_heads", "_plans", "_set_heads", "_turns", "_xact")
 
     def __init__(
         self,
@@ -75,6 +77,8 @@ class PostgresUnit(SqlUnit):
         self._plans = plans
         self._set_heads: dict[str, ChainHead] = {}  # remembered once the unit commits
         self._turns: list[str] = []  # tenants whose turn this unit holds
+        self._driver: Any = None  # the asyncpg connection, once connected
+        self._xact: Any = None  # asyncpg's transaction on it: the unit's own
 
     async def write(
         self, statement: Executable, params: Params, extract: Extract = rowcount
@@ -85,7 +89,17 @@ class PostgresUnit(SqlUnit):
         assert isinstance(params, Mapping)
         self.wrote = True
         conn = self._conn or await self._connect()
-        return extract(await direct.execute(conn, plan, params))
+        return extract(await direct.execute(conn, self._driver, plan, params))
+
+    async def _connect(self) -> AsyncConnection:
+        conn = await self._engine.connect()
+        try:
+            self._driver, self._xact = await direct.begin(conn)
+        except BaseException:
+            await conn.close()
+            raise
+        self._conn = conn
+        return conn
 
     def _plan(self, statement: Executable, params: Params) -> direct.Plan | None:
         if not isinstance(params, Mapping):
@@ -97,9 +111,10 @@ class PostgresUnit(SqlUnit):
 
     async def finish(self) -> None:
         conn, self._conn = self._conn, None
+        transaction, self._xact, self._driver = self._xact, None, None
         try:
             if conn is not None:
-                await _end(conn, commit=self.wrote)
+                await _end(conn, transaction, commit=self.wrote)
                 if self.wrote:
                     for head in self._set_heads.values():
                         self._heads.committed(head)
@@ -108,10 +123,11 @@ class PostgresUnit(SqlUnit):
 
     async def abort(self) -> None:
         conn, self._conn = self._conn, None
+        transaction, self._xact, self._driver = self._xact, None, None
         self.changed_runs.clear()
         try:
             if conn is not None:
-                await _end(conn, commit=False)
+                await _end(conn, transaction, commit=False)
         finally:
             self._release()
 
@@ -258,11 +274,11 @@ def _one(result: CursorResult[Any]) -> Any:
     return result.mappings().one()
 
 
-async def _end(conn: AsyncConnection, *, commit: bool) -> None:
+async def _end(conn: AsyncConnection, transaction: Any, *, commit: bool) -> None:
     """End the transaction and give the connection back to the pool (``unit._end``'s rules:
     the pool does not reset connections, so one that could not be ended is invalidated)."""
     try:
-        await direct.end(conn, commit=commit)
+        await direct.end(conn, transaction, commit=commit)
     except BaseException:
         await conn.invalidate()
         await conn.close()

@@ -178,3 +178,47 @@ async def test_a_receipt_comes_from_the_server_and_verifies_with_the_public_key_
         )
     assert status == 0, err
     assert out.startswith(f"receipt of run {run_id} holds: SUCCEEDED")
+
+
+async def test_a_decision_on_another_version_exits_4_with_the_fresh_view_and_nothing_runs(
+    server: Server,
+) -> None:
+    run_id = await propose(server)
+    status, out, err, _ = await cli(
+        server, "approvals", "show", run_id, "--server", server.url, "--json", SIGNOFF_TOKEN=LEAD
+    )
+    assert status == 0, err
+    version = json.loads(out)["version"]
+    status, out, err, _ = await cli(
+        server,
+        "approvals",
+        "approve",
+        run_id,
+        "--version",
+        str(version + 7),
+        "--server",
+        server.url,
+        SIGNOFF_TOKEN=LEAD,
+    )
+    assert status == 4, err
+    assert err.strip().endswith(f"[{Code.APPROVAL_RUN_CHANGED}]")
+    assert f"version {version}" in err and "ACME Supplies" in out  # the fresh view
+    status, out, err, _ = await cli(
+        server, "approvals", "show", run_id, "--server", server.url, "--json", SIGNOFF_TOKEN=LEAD
+    )
+    still = json.loads(out)
+    assert still["status"] == "PENDING_APPROVAL" and still["approval"]["decisions"] == []
+    # Bound to the version it printed, the same approver's decision counts.
+    status, out, err, _ = await cli(
+        server,
+        "approvals",
+        "approve",
+        run_id,
+        "--version",
+        str(version),
+        "--server",
+        server.url,
+        SIGNOFF_TOKEN=LEAD,
+    )
+    assert status == 0, err
+    assert f"[{Code.SUCCEEDED}]" in out

@@ -51,6 +51,7 @@ from signoff.audit.verify import verify_trail
 from signoff.core import limit_stage, substance
 from signoff.core.clock import ManualClock
 from signoff.core.codes import Code
+from signoff.core.decisions import approver_refusal
 from signoff.core.definition import (
     ActionDefinition,
     ApprovalSpec,
@@ -324,9 +325,13 @@ class CrossFeatureMachine(RuleBasedStateMachine):
         event(f"decision {result.code}{' amending' if request.amendments else ''}")
         self._saw(result.outcome)
         if shown != run.version:
+            # A decision on a stale view never counts and never costs the approver their seat:
+            # nothing is recorded, and the approver may decide on the fresh view as before.
             assert result.code == Code.APPROVAL_RUN_CHANGED and not result.accepted
             again = self._run(self.runtime.get_run(run.run_id, self.tenant))
             assert again is not None and again.version == run.version
+            assert again.approval == run.approval and again.status is run.status
+            assert approver_refusal(again, approver) == approver_refusal(run, approver)
 
     @rule(data=st.data(), approver=st.sampled_from(LEADS))
     def an_approver_approves_what_they_see(self, data: st.DataObject, approver: Principal) -> None:

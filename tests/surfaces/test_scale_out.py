@@ -113,9 +113,14 @@ async def test_propose_on_one_instance_approve_on_the_other_and_read_the_result_
             )
         )
         await router.until_routed(3, DEADLINE)
+        # The version the approver is shown, read past the proxy (the routing stays A, B, ...).
+        shown = await http.get(
+            f"http://127.0.0.1:{port_a}/api/runs/{run_id}",
+            headers={"Authorization": f"Bearer {lead}"},
+        )
         approved = await http.post(
             f"{url}/api/runs/{run_id}/approve",
-            json={"reason": "checked"},
+            json={"reason": "checked", "expected_version": shown.json()["version"]},
             headers={"Authorization": f"Bearer {lead}"},
         )
         polled = await asyncio.wait_for(poll, DEADLINE * 3)

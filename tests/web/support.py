@@ -200,3 +200,22 @@ async def site_for_tests(store: Store | None = None, **options: Any) -> AsyncIte
         for client in site.clients:
             await client.aclose()
         await site.runtime.drain()
+
+
+async def api_decide(
+    site: Site,
+    http: httpx.AsyncClient,
+    run_id: str,
+    verb: str = "approve",
+    json: dict[str, Any] | None = None,
+    *,
+    version: int | None = None,
+) -> httpx.Response:
+    """``POST /api/runs/{id}/{verb}`` bound to ``version`` (default: the run's version as
+    stored now, as if the approver had just read it; 1 for a run that does not exist)."""
+    if version is None:
+        async with site.store.unit() as unit:
+            run = await unit.runs.get(run_id)
+        version = run.version if run is not None else 1
+    body = {**(json or {}), "expected_version": version}
+    return await http.post(f"/api/runs/{run_id}/{verb}", json=body)

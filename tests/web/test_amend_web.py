@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from signoff import Code
 from signoff.core.run import RunStatus
-from tests.web.support import Site, bearer, hidden, token
+from tests.web.support import Site, api_decide, bearer, hidden, token
 from tests.web.test_inbox import LEAD as LEAD_CLAIMS
 from tests.web.test_inbox import sign_in
 
@@ -49,12 +49,12 @@ async def test_an_approver_amends_the_amount_in_the_inbox_and_the_approved_amoun
 async def test_the_api_amends_and_refuses_a_field_that_is_not_listed(site: Site) -> None:
     pending = await site.propose(ADJUST, action="invoice.adjust")
     async with site.client(bearer()) as http:
-        refused = await http.post(
-            f"/api/runs/{pending.run_id}/approve", json={"amend": {"invoice_id": "INV-9"}}
+        refused = await api_decide(
+            site, http, pending.run_id, "approve", {"amend": {"invoice_id": "INV-9"}}
         )
         shown = await http.get(f"/api/runs/{pending.run_id}")
-        done = await http.post(
-            f"/api/runs/{pending.run_id}/approve", json={"reason": "ok", "amend": {"amount": 10}}
+        done = await api_decide(
+            site, http, pending.run_id, "approve", {"reason": "ok", "amend": {"amount": 10}}
         )
     assert refused.status_code == 422 and refused.json()["code"] == Code.AMENDMENT_NOT_ALLOWED
     assert shown.json()["preview"]["output"]["would_cancel"] == "INV-5"

@@ -10,7 +10,7 @@ import pytest
 from signoff import Code, ExecutionStatus, Principal, RunStatus
 from signoff.core.identity import Channel
 from tests.helpers import stored_run
-from tests.web.support import Site, bearer, hidden, token
+from tests.web.support import Site, api_decide, bearer, hidden, token
 
 LEAD: dict[str, Any] = {"sub": "lead-1", "roles": ("billing-lead",)}
 LEAD2: dict[str, Any] = {"sub": "lead-2", "roles": ("billing-lead",)}
@@ -19,7 +19,7 @@ LEAD2: dict[str, Any] = {"sub": "lead-2", "roles": ("billing-lead",)}
 async def test_an_eligible_approver_approves_and_the_run_executes(site: Site) -> None:
     pending = await site.propose()
     async with site.client(bearer(**LEAD)) as http:
-        response = await http.post(f"/api/runs/{pending.run_id}/approve", json={"reason": "ok"})
+        response = await api_decide(site, http, pending.run_id, "approve", {"reason": "ok"})
     assert response.status_code == 200
     body = response.json()
     assert (body["code"], body["accepted"]) == (Code.SUCCEEDED, True)
@@ -40,9 +40,9 @@ async def test_an_approver_without_a_listed_role_hears_the_run_does_not_exist(
 ) -> None:
     pending = await site.propose()
     async with site.client(bearer(sub="clerk", roles=("billing",))) as http:
-        approve = await http.post(f"/api/runs/{pending.run_id}/approve")
-        reject = await http.post(f"/api/runs/{pending.run_id}/reject", json={"reason": "no"})
-        missing = await http.post("/api/runs/0190aaaa-0000-7000-8000-000000000000/approve")
+        approve = await api_decide(site, http, pending.run_id, "approve")
+        reject = await api_decide(site, http, pending.run_id, "reject", {"reason": "no"})
+        missing = await api_decide(site, http, "0190aaaa-0000-7000-8000-000000000000")
     # Outside its domain a decision discloses nothing: exactly the missing run's answer.
     for response in (approve, reject):
         assert (response.status_code, response.json()) == (404, missing.json())
@@ -54,7 +54,7 @@ async def test_the_proposer_never_approves_their_own_run(site: Site) -> None:
     proposer = Principal(id="lead-1", roles=("billing", "billing-lead"))
     pending = await site.propose(principal=proposer)
     async with site.client(bearer(sub="lead-1", roles=("billing", "billing-lead"))) as http:
-        response = await http.post(f"/api/runs/{pending.run_id}/approve")
+        response = await api_decide(site, http, pending.run_id, "approve")
     assert (response.status_code, response.json()["code"]) == (403, Code.APPROVER_NOT_ELIGIBLE)
     assert site.recorder.count == 0
 
@@ -62,9 +62,9 @@ async def test_the_proposer_never_approves_their_own_run(site: Site) -> None:
 async def test_count_two_needs_two_distinct_approvers(site: Site) -> None:
     pending = await site.propose(action="invoice.review")
     async with site.client(bearer(**LEAD)) as first, site.client(bearer(**LEAD2)) as second:
-        one = await first.post(f"/api/runs/{pending.run_id}/approve")
+        one = await api_decide(site, first, pending.run_id, "approve")
         assert site.recorder.count == 0
-        two = await second.post(f"/api/runs/{pending.run_id}/approve")
+        two = await api_decide(site, second, pending.run_id, "approve")
     assert (one.status_code, one.json()["code"]) == (200, Code.APPROVAL_RECORDED)
     assert one.json()["outcome"]["approval"]["approvals_received"] == 1
     assert (two.status_code, two.json()["code"]) == (200, Code.SUCCEEDED)
@@ -74,9 +74,9 @@ async def test_count_two_needs_two_distinct_approvers(site: Site) -> None:
 async def test_a_repeated_decision_by_the_same_approver_counts_once(site: Site) -> None:
     pending = await site.propose(action="invoice.review")
     async with site.client(bearer(**LEAD)) as http:
-        await http.post(f"/api/runs/{pending.run_id}/approve")
-        again = await http.post(f"/api/runs/{pending.run_id}/approve")
-        changed_mind = await http.post(f"/api/runs/{pending.run_id}/reject")
+        await api_decide(site, http, pending.run_id, "approve")
+        again = await api_decide(site, http, pending.run_id, "approve")
+        changed_mind = await api_decide(site, http, pending.run_id, "reject")
     assert (again.status_code, again.json()["code"]) == (409, Code.APPROVAL_ALREADY_DECIDED)
     assert changed_mind.json()["code"] == Code.APPROVAL_ALREADY_DECIDED
     run = await stored_run(site.store, pending.run_id)
@@ -87,11 +87,11 @@ async def test_a_repeated_decision_by_the_same_approver_counts_once(site: Site) 
 async def test_one_rejection_ends_the_run_even_after_an_approval(site: Site) -> None:
     pending = await site.propose(action="invoice.review")
     async with site.client(bearer(**LEAD)) as first, site.client(bearer(**LEAD2)) as second:
-        await first.post(f"/api/runs/{pending.run_id}/approve")
-        rejected = await second.post(
-            f"/api/runs/{pending.run_id}/reject", json={"reason": "wrong customer"}
+        await api_decide(site, first, pending.run_id, "approve")
+        rejected = await api_decide(
+            site, second, pending.run_id, "reject", {"reason": "wrong customer"}
         )
-        third = await second.post(f"/api/runs/{pending.run_id}/approve")
+        third = await api_decide(site, second, pending.run_id, "approve")
     assert (rejected.status_code, rejected.json()["code"]) == (200, Code.APPROVAL_REJECTED)
     assert rejected.json()["outcome"]["message"] == "wrong customer"
     assert (third.status_code, third.json()["code"]) == (409, Code.APPROVAL_NOT_PENDING)
@@ -103,8 +103,8 @@ async def test_one_rejection_ends_the_run_even_after_an_approval(site: Site) -> 
 async def test_deciding_a_rejected_run_is_not_pending(site: Site) -> None:
     pending = await site.propose()
     async with site.client(bearer(**LEAD)) as lead, site.client(bearer(**LEAD2)) as other:
-        await lead.post(f"/api/runs/{pending.run_id}/reject")
-        late = await other.post(f"/api/runs/{pending.run_id}/approve")
+        await api_decide(site, lead, pending.run_id, "reject")
+        late = await api_decide(site, other, pending.run_id, "approve")
     assert (late.status_code, late.json()["code"]) == (409, Code.APPROVAL_NOT_PENDING)
 
 
@@ -112,8 +112,8 @@ async def test_deciding_an_expired_run_answers_approval_expired(site: Site) -> N
     pending = await site.propose()
     site.clock.advance(timedelta(hours=25))
     async with site.client(bearer(**LEAD)) as http:
-        response = await http.post(f"/api/runs/{pending.run_id}/approve")
-        again = await http.post(f"/api/runs/{pending.run_id}/approve")
+        response = await api_decide(site, http, pending.run_id, "approve")
+        again = await api_decide(site, http, pending.run_id, "approve")
     assert (response.status_code, response.json()["code"]) == (409, Code.APPROVAL_EXPIRED)
     assert (again.status_code, again.json()["code"]) == (409, Code.APPROVAL_EXPIRED)
     assert site.recorder.count == 0
@@ -123,7 +123,7 @@ async def test_deciding_a_cancelled_run_is_not_pending(site: Site) -> None:
     pending = await site.propose()
     await site.runtime.cancel(pending.run_id, "acme", Principal(id="agent-1", roles=("billing",)))
     async with site.client(bearer(**LEAD)) as http:
-        response = await http.post(f"/api/runs/{pending.run_id}/approve")
+        response = await api_decide(site, http, pending.run_id, "approve")
     assert (response.status_code, response.json()["code"]) == (409, Code.APPROVAL_NOT_PENDING)
 
 
@@ -131,9 +131,13 @@ async def test_a_run_of_another_tenant_answers_exactly_like_a_missing_run(site: 
     theirs = await site.propose(tenant="globex")
     async with site.client(bearer(**LEAD)) as http:
         for path in ("", "/approve", "/reject"):
-            method = http.get if not path else http.post
-            foreign = await method(f"/api/runs/{theirs.run_id}{path}")
-            missing = await method(f"/api/runs/0000-no-such-run{path}")
+            if path:
+                body = {"expected_version": 1}
+                foreign = await http.post(f"/api/runs/{theirs.run_id}{path}", json=body)
+                missing = await http.post(f"/api/runs/0000-no-such-run{path}", json=body)
+            else:
+                foreign = await http.get(f"/api/runs/{theirs.run_id}")
+                missing = await http.get("/api/runs/0000-no-such-run")
             assert foreign.status_code == missing.status_code == 404
             assert foreign.json() == missing.json()
             assert foreign.json()["code"] == Code.ACTION_RUN_NOT_FOUND
@@ -207,7 +211,7 @@ async def test_without_a_valid_bearer_token_nothing_is_read_or_decided(
         responses = [
             await http.get("/api/approvals"),
             await http.get(f"/api/runs/{pending.run_id}"),
-            await http.post(f"/api/runs/{pending.run_id}/approve"),
+            await api_decide(site, http, pending.run_id, "approve"),
         ]
     for response in responses:
         assert response.status_code == 401
@@ -258,7 +262,7 @@ async def test_the_api_shows_the_short_approval_digest_on_the_request_and_each_d
     pending = await site.propose(action="invoice.review")
     assert pending.approval is not None and pending.approval.digest is not None
     async with site.client(bearer(**LEAD)) as http:
-        await http.post(f"/api/runs/{pending.run_id}/approve")
+        await api_decide(site, http, pending.run_id, "approve")
         shown = (await http.get(f"/api/runs/{pending.run_id}")).json()
     approval = shown["approval"]
     assert approval["digest"] == pending.approval.digest and len(approval["digest"]) == 12
@@ -285,7 +289,9 @@ async def test_an_approver_reads_only_runs_waiting_for_its_role_or_decided_by_it
     assert hidden.status_code == 404 and hidden.json() == missing.json()
     async with site.client(bearer(**LEAD)) as http:
         assert (await http.get(path)).status_code == 200
-        assert (await http.post(f"{path}/approve", json={"reason": "ok"})).status_code == 200
+        assert (
+            await api_decide(site, http, pending.run_id, json={"reason": "ok"})
+        ).status_code == 200
         # Decided by this approver: still readable once it is no longer waiting.
         assert (await http.get(path)).json()["status"] == "SUCCEEDED"
     async with site.client(bearer(**LEAD2)) as http:

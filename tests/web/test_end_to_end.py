@@ -220,8 +220,10 @@ def test_the_api_and_the_cli_share_one_database(demo: Demo) -> None:
         ) as http:
             listed = (await http.get("/api/approvals")).json()["approvals"]
             assert {r["run_id"] for r in listed} == {demo.cancel_run, demo.reminder_run}
+            version = listed[[r["run_id"] for r in listed].index(demo.reminder_run)]["version"]
             return await http.post(
-                f"/api/runs/{demo.reminder_run}/reject", json={"reason": "too harsh"}
+                f"/api/runs/{demo.reminder_run}/reject",
+                json={"reason": "too harsh", "expected_version": version},
             )
 
     response = with_application(demo.database, reject_over_http)

@@ -10,7 +10,7 @@ from typing import Any
 
 from signoff import Code, Principal, RetryDisposition, RunStatus
 from signoff.core.runtime import DEFAULT_PENDING_PER_PRINCIPAL
-from tests.web.support import Site, bearer, hidden, token
+from tests.web.support import Site, api_decide, bearer, hidden, token
 
 FLOOD = 1500
 # Each principal's share of pending approvals is 100 (the default): the flood takes fifteen.
@@ -95,7 +95,7 @@ async def test_one_principal_is_capped_at_its_share_of_pending_approvals(site: S
     assert other.code == Code.APPROVAL_REQUIRED
     first = await site.runtime.list_runs("acme", oldest_first=True, limit=1)
     async with site.client(bearer(**LEAD)) as http:
-        rejected = await http.post(f"/api/runs/{first[0].run_id}/reject", json={"reason": "junk"})
+        rejected = await api_decide(site, http, first[0].run_id, "reject", {"reason": "junk"})
     assert rejected.status_code == 200
     again = await site.propose(
         {"invoice_id": "INV-1", "amount": 2000}, key="again", principal=flooder

@@ -14,7 +14,7 @@ from signoff.audit.checkpoints import checkpoint_heads
 from signoff.audit.keys import KeyRing, generate_ed25519
 from signoff.audit.receipt_check import ring_check, verify_receipt
 from signoff.surfaces.access.scopes import DEFAULT_PROPOSE
-from tests.web.support import Site, bearer, site_for_tests, token
+from tests.web.support import Site, api_decide, bearer, site_for_tests, token
 from tests.web.test_inbox import LEAD, sign_in
 
 SECRET_REASON = "Jane Doe"
@@ -41,7 +41,7 @@ async def _decided(site: Site, while_waiting: str = "RECEIPT_RUN_NOT_FINISHED") 
     async with site.client(bearer(**LEAD)) as http:
         waiting = await http.get(f"/api/runs/{pending.run_id}/receipt")
         assert waiting.json()["code"] == while_waiting
-        approved = await http.post(f"/api/runs/{pending.run_id}/approve", json={})
+        approved = await api_decide(site, http, pending.run_id)
         assert approved.json()["code"] == "SUCCEEDED", approved.json()
     await site.runtime.drain()
     return pending.run_id

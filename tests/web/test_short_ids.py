@@ -42,7 +42,9 @@ async def test_a_short_id_and_any_start_of_it_of_six_characters_name_the_run(
     async with site.client(bearer(**LEAD)) as http:
         whole = await http.get("/api/runs/4b5c6d7e8f90")
         start = await http.get("/api/runs/4B5C6D")
-        approved = await http.post("/api/runs/4b5c6d7/approve", json={"reason": "ok"})
+        approved = await http.post(
+            "/api/runs/4b5c6d7/approve", json={"reason": "ok", "expected_version": 1}
+        )
     assert whole.status_code == start.status_code == 200
     assert whole.json()["run_id"] == start.json()["run_id"] == pending.run_id
     assert (approved.status_code, approved.json()["code"]) == (200, Code.SUCCEEDED)

@@ -28,7 +28,7 @@ from signoff.surfaces.web.slack.config import parse_users
 from signoff.surfaces.web.slack.messages import APPROVE_ACTION, REJECT_ACTION
 from tests.helpers import LEAD, status_of
 from tests.surfaces.support import DEADLINE, running
-from tests.web.support import BASE_URL, Site, bearer, site_for_tests, web_config
+from tests.web.support import BASE_URL, Site, api_decide, bearer, site_for_tests, web_config
 
 SIGNING_SECRET = "slack-signing-secret-for-the-tests"
 BOT_TOKEN = "xoxb-test-bot-token-0123456789"
@@ -258,8 +258,8 @@ async def test_a_decision_made_in_the_api_updates_the_slack_message_too() -> Non
     async with slack_site() as (site, fake):
         pending = await site.propose()
         await fake.wait_for("chat.postMessage")
-        approved = await site.client(bearer()).post(
-            f"/api/runs/{pending.run_id}/approve", json={"reason": "ok"}
+        approved = await api_decide(
+            site, site.client(bearer()), pending.run_id, json={"reason": "ok"}
         )
         assert approved.status_code == 200
         (update,) = await fake.wait_for("chat.update")

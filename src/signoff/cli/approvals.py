@@ -6,6 +6,12 @@ executes. Without a server it works on the database: like stdio, it trusts the i
 given (``--as``, ``--tenant``, ``--roles``) and records channel ``cli`` with the OS user beside it.
 Every decision goes through ``Runtime.decide``, so the rules are the server's; a refusal exits 1
 with one line ending in the stable code.
+
+A decision is bound to the run version the operator was shown: ``--version N`` (the ``version``
+that ``approvals show`` prints), or, without it, the command fetches the run, prints what it is
+deciding on (the input that will run, the amendments, the approvals still needed) and binds to
+that version. When the run moved on in between, nothing is recorded: the fresh view is printed
+and the command exits ``RUN_CHANGED`` (4) with ``APPROVAL_RUN_CHANGED``; decide again.
 """
 
 from __future__ import annotations
@@ -40,6 +46,10 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+RUN_CHANGED = 4
+"""Exit status of a decision on a version the run has moved on from (``APPROVAL_RUN_CHANGED``):
+nothing was recorded; the fresh view was printed."""
+
 TenantOption = Annotated[str, typer.Option("--tenant", help="The tenant whose runs to act on.")]
 LocalTenantOption = Annotated[
     str | None,
@@ -56,6 +66,15 @@ ReasonOption = Annotated[
     str, typer.Option("--reason", help="Why; kept in the audit trail (at most 2000 characters).")
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+VersionOption = Annotated[
+    int | None,
+    typer.Option(
+        "--version",
+        min=1,
+        help="The run version you were shown (`approvals show` prints it); without it the run "
+        "is fetched, printed, and the decision bound to that version.",
+    ),
+]
 RunIdArgument = Annotated[
     str,
     typer.Argument(
@@ -131,7 +150,8 @@ def _pending_table(application: Application, runs: list[ActionRun]) -> Table:
             f"{r.proposer_type} {r.principal.id}",
             r.resource or "",
             str(action.definition.risk) if action is not None else "?",
-            "\n".join(f"{f.name}: {f.value}" for f in input_fields(application.runtime, r)),
+            "\n".join(f"{f.name}: {f.value}" for f in input_fields(application.runtime, r))
+            + ("\n(amended)" if r.amendments else ""),
             relative(r.created_at, now),
             relative(state.expires_at, now) if state is not None else "",
             _progress(r),
@@ -142,12 +162,15 @@ def _pending_table(application: Application, runs: list[ActionRun]) -> Table:
 
 def _progress(r: ActionRun) -> str:
     from signoff.core import substance
+    from signoff.core.decisions import still_needed
 
     state = r.approval
     if state is None:
         return ""
     received = len(substance.standing_approvers(r))
-    return f"{received}/{state.count} ({', '.join(state.approver_roles)})"
+    left = still_needed(r)
+    more = f", {left} more needed" if left else ""
+    return f"{received}/{state.count} ({', '.join(state.approver_roles)}){more}"
 
 
 def _run_table(application: Application, r: ActionRun) -> Table:
@@ -155,7 +178,7 @@ def _run_table(application: Application, r: ActionRun) -> Table:
     from rich.table import Table
 
     from signoff.core.statuses import shown_status
-    from signoff.surfaces.web.views import input_fields, relative
+    from signoff.surfaces.web.views import amendment_views, input_fields, relative
 
     now = application.runtime.now()
     action = application.runtime.action(r.action_id)
@@ -167,12 +190,20 @@ def _run_table(application: Application, r: ActionRun) -> Table:
         "action": r.action_id + (f" — {action.definition.title}" if action else ""),
         "risk": str(action.definition.risk) if action is not None else "?",
         "status": shown_status(r.status),
+        "version": str(r.version),
         "proposed by": f"{r.proposer_type} {r.principal.id} [{', '.join(r.principal.roles)}] "
         f"via {r.channel}",
         "resource": r.resource or "",
-        "input": "\n".join(f"{f.name}: {f.value}" for f in input_fields(application.runtime, r)),
+        "will run" if r.amendments else "input": "\n".join(
+            f"{f.name}: {f.value}" for f in input_fields(application.runtime, r)
+        ),
         "proposed": f"{r.created_at.isoformat(timespec='seconds')} ({relative(r.created_at, now)})",
     }
+    for index, a in enumerate(amendment_views(application.runtime, r), 1):
+        rows[f"amendment {index}"] = (
+            f"{a.approver_id} at {a.at.isoformat(timespec='seconds')} (version {a.version}): "
+            f"{a.summary}"
+        )
     if state is not None:
         rows["approvals"] = _progress(r)
         if state.expires_at is not None:
@@ -193,7 +224,9 @@ def _run_table(application: Application, r: ActionRun) -> Table:
     return table
 
 
-def _print_decision(result: DecisionResult, verb: str, as_json: bool) -> None:
+def _print_decision(
+    result: DecisionResult, verb: str, as_json: bool, current_version: int | None = None
+) -> None:
     from signoff.core.codes import Code
     from signoff.surfaces.web.views import describe
 
@@ -205,8 +238,16 @@ def _print_decision(result: DecisionResult, verb: str, as_json: bool) -> None:
                     "code": result.code,
                     "accepted": result.accepted,
                     "outcome": outcome.model_dump(mode="json") if outcome else None,
+                    **({"current_version": current_version} if current_version is not None else {}),
                 }
             )
+        )
+    if result.code == Code.APPROVAL_RUN_CHANGED:
+        fail(
+            f"decision not recorded: {describe(result.code)} (the run is now at version "
+            f"{current_version if current_version is not None else '?'}; decide again on it)",
+            result.code,
+            RUN_CHANGED,
         )
     if not result.accepted:
         fail(f"decision not recorded: {describe(result.code)}", result.code)
@@ -319,6 +360,7 @@ def register(app: typer.Typer) -> None:
     def decide(verb: str) -> Callable[..., None]:
         def command(
             run_id: RunIdArgument,
+            shown_version: VersionOption = None,
             name: AsOption = None,
             tenant: LocalTenantOption = None,
             roles: RolesOption = "",
@@ -339,7 +381,9 @@ def register(app: typer.Typer) -> None:
                 )
             if server is not None:
                 _no_identity_flags(tenant=tenant, as_=name, roles=roles)
-                remote.decide(remote.ApiClient(server, token), run_id, verb, reason, as_json)
+                remote.decide(
+                    remote.ApiClient(server, token), run_id, verb, reason, as_json, shown_version
+                )
                 return
             if name is None:
                 fail("--as is required without --server", "INVALID_ARGUMENT", MISCONFIGURED)
@@ -348,28 +392,47 @@ def register(app: typer.Typer) -> None:
             from signoff.core.run import ApprovalVote
 
             caller = _caller(name, _local_tenant(tenant), roles)
-            request = DecisionRequest(
-                approver=caller.principal,
-                vote=ApprovalVote.APPROVE if verb == "approve" else ApprovalVote.REJECT,
-                reason=reason,
-                channel=Channel.CLI,
-                via=_operator(),
-                # Decisions are data: a serving process dispatches an approved run.
-                dispatch=False,
-            )
 
-            async def work(application: Application) -> DecisionResult:
+            async def work(application: Application) -> tuple[DecisionResult, int | None]:
+                from rich.console import Console
+
                 full = await resolve_run_id(application.store, run_id, caller.tenant_id)
-                return await application.runtime.decide(full or run_id, caller.tenant_id, request)
+                shown = await application.runtime.get_run(full, caller.tenant_id) if full else None
+                version = shown_version
+                if version is None and shown is not None:
+                    # No version given: what the operator decides on is the run as printed now.
+                    version = shown.version
+                    if not as_json:
+                        Console().print(_run_table(application, shown))
+                request = DecisionRequest(
+                    approver=caller.principal,
+                    vote=ApprovalVote.APPROVE if verb == "approve" else ApprovalVote.REJECT,
+                    reason=reason,
+                    channel=Channel.CLI,
+                    via=_operator(),
+                    expected_version=version,
+                    # Decisions are data: a serving process dispatches an approved run.
+                    dispatch=False,
+                )
+                result = await application.runtime.decide(full or run_id, caller.tenant_id, request)
+                fresh = None
+                if result.code == Code.APPROVAL_RUN_CHANGED and full:
+                    fresh = await application.runtime.get_run(full, caller.tenant_id)
+                    if fresh is not None and not as_json:
+                        Console().print(_run_table(application, fresh))
+                return result, fresh.version if fresh is not None else None
 
-            _print_decision(with_application(database, manifests, work), verb, as_json)
+            result, current = with_application(database, manifests, work)
+            _print_decision(result, verb, as_json, current)
 
         command.__doc__ = (
             f"{verb.capitalize()} RUN_ID: with --server/--token through the server (which "
             "executes), else as --as with --roles on the database; the run's rules decide whether "
-            "it counts.\n\nExit 0: recorded, and the run ended (or goes on) as meant; 1: not "
+            "it counts. The decision is bound to --version (or to the run as fetched and "
+            "printed).\n\nExit 0: recorded, and the run ended (or goes on) as meant; 1: not "
             "recorded; 2: usage; 3: recorded, but the run then ended otherwise (e.g. denied by "
-            "the guard). See docs/cli.md."
+            "the guard); 4: the run changed since that version, nothing recorded (the fresh view "
+            "is printed). See docs/cli.md."
         )
         return command
 

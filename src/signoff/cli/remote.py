@@ -60,10 +60,15 @@ class ApiClient:
     def get(self, path: str, params: Mapping[str, str] | None = None) -> dict[str, Any]:
         return self._call("GET", path, params=params)
 
-    def post(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        return self._call("POST", path, json=body)
+    def post(
+        self, path: str, body: Mapping[str, Any], *, answered: frozenset[str] = frozenset()
+    ) -> dict[str, Any]:
+        """POST ``body``; a refusal whose code is in ``answered`` is returned, not failed."""
+        return self._call("POST", path, answered=answered, json=body)
 
-    def _call(self, method: str, path: str, **options: Any) -> dict[str, Any]:
+    def _call(
+        self, method: str, path: str, *, answered: frozenset[str] = frozenset(), **options: Any
+    ) -> dict[str, Any]:
         import httpx
 
         timeout = httpx.Timeout(TIMEOUT_SECONDS, connect=CONNECT_SECONDS)
@@ -78,6 +83,8 @@ class ApiClient:
             body = None
         if not isinstance(body, dict):
             _refused(response.status_code, None, f"the server answered HTTP {response.status_code}")
+        if response.status_code >= 400 and body.get("code") in answered:
+            return body
         if response.status_code >= 400 and "code" in body:
             _refused(response.status_code, body, str(body.get("message") or ""))
         if response.status_code >= 400:
@@ -109,11 +116,41 @@ def run_path(run_id: str) -> str:
     return f"/api/runs/{quote(run_id, safe='')}"
 
 
-def decide(client: ApiClient, run_id: str, verb: str, reason: str, as_json: bool) -> None:
-    """POST the decision; print it like a local decision; refusals exit 1 with the code."""
-    answer = client.post(f"{run_path(run_id)}/{verb}", {"reason": reason})
+def decide(
+    client: ApiClient,
+    run_id: str,
+    verb: str,
+    reason: str,
+    as_json: bool,
+    version: int | None = None,
+) -> None:
+    """POST the decision bound to ``version`` (without one: fetch the run, print it, bind to
+    its version); print it like a local decision; refusals exit 1 with the code, a run that
+    changed since that version exits 4 (``approvals.RUN_CHANGED``) after printing the fresh view."""
+    from signoff.cli.approvals import RUN_CHANGED
+
+    if version is None:
+        shown = client.get(run_path(run_id))
+        version = int(shown.get("version") or 0) or None
+        if not as_json:
+            print_run(run_id, shown)
+    answer = client.post(
+        f"{run_path(run_id)}/{verb}",
+        {"reason": reason, "expected_version": version},
+        answered=frozenset({"APPROVAL_RUN_CHANGED"}),
+    )
     if as_json:
         typer.echo(json.dumps(answer))
+    if answer.get("code") == "APPROVAL_RUN_CHANGED":
+        fresh = answer.get("run")
+        if isinstance(fresh, dict) and not as_json:
+            print_run(run_id, fresh)
+        fail(
+            f"decision not recorded: {answer.get('message', '')} (the run is now at version "
+            f"{answer.get('current_version', '?')}; decide again on it)",
+            "APPROVAL_RUN_CHANGED",
+            RUN_CHANGED,
+        )
     outcome = answer.get("outcome")
     if not answer.get("accepted"):
         fail(f"decision not recorded: {answer.get('message', '')}", str(answer.get("code")))
@@ -144,7 +181,7 @@ def list_pending(client: ApiClient, limit: int, as_json: bool) -> None:
     table = Table(title=f"{len(runs)} run{'s' * (len(runs) != 1)} waiting for approval")
     # An id is copied and pasted: the short one, never wrapped, whatever the terminal width.
     table.add_column("run", no_wrap=True, min_width=SHORT_CHARS)
-    for column in ("action", "proposed by", "resource", "risk", "input", "expires"):
+    for column in ("action", "proposed by", "resource", "risk", "input", "expires", "approvals"):
         table.add_column(column, overflow="fold")
     for run in runs:
         approval = run.get("approval") or {}
@@ -155,36 +192,73 @@ def list_pending(client: ApiClient, limit: int, as_json: bool) -> None:
             f"{run.get('proposer_type', '')} {principal.get('id', '')}",
             str(run.get("resource") or ""),
             str(run.get("risk") or "?"),
-            "\n".join(f"{k}: {v}" for k, v in (run.get("input") or {}).items()),
+            "\n".join(f"{k}: {v}" for k, v in (run.get("input") or {}).items())
+            + ("\n(amended)" if run.get("amended") else ""),
             str(approval.get("expires_at") or ""),
+            _progress(approval),
         )
         table.add_row(*(escape(cell) for cell in cells))
     Console().print(table)
 
 
+def _progress(approval: Mapping[str, Any]) -> str:
+    """``1/2 (billing-lead), 1 more needed``: approvals that stand, over what the run needs."""
+    if not approval:
+        return ""
+    roles = ", ".join(str(r) for r in approval.get("approver_roles") or [])
+    left = approval.get("approvals_still_needed") or 0
+    more = f", {left} more needed" if left else ""
+    return (
+        f"{approval.get('approvals_received', 0)}/{approval.get('approvals_needed', '?')} "
+        f"({roles}){more}"
+    )
+
+
 def show(client: ApiClient, run_id: str, as_json: bool) -> None:
+    answer = client.get(run_path(run_id))
+    if as_json:
+        typer.echo(json.dumps(answer))
+        return
+    print_run(run_id, answer)
+
+
+def print_run(run_id: str, answer: Mapping[str, Any]) -> None:
+    """One run as the API returned it: the input that will run, the amendments, the approvals
+    still needed and the version a decision binds to."""
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
     from signoff.core.statuses import shown_status
 
-    answer = client.get(run_path(run_id))
-    if as_json:
-        typer.echo(json.dumps(answer))
-        return
     table = Table(title=f"run {run_id}", show_header=False)
     table.add_column("field", style="bold")
     table.add_column("value", overflow="fold")
     outcome = answer.get("outcome") or {}
+    amendments = [a for a in answer.get("amendments") or [] if isinstance(a, dict)]
     rows = {
         "action": str(answer.get("action", "")),
         "status": shown_status(str(answer.get("status", ""))),
+        "version": str(answer.get("version", "")),
         "proposed by": str((answer.get("principal") or {}).get("id", "")),
         "resource": str(answer.get("resource") or ""),
-        "input": json.dumps(answer.get("input") or {}, ensure_ascii=False),
-        "outcome": f"{outcome.get('status', '')} [{outcome.get('code', '')}]",
+        "will run" if amendments else "input": json.dumps(
+            answer.get("input") or {}, ensure_ascii=False
+        ),
     }
+    if amendments:
+        rows["proposed"] = json.dumps(answer.get("proposed_input") or {}, ensure_ascii=False)
+    for index, a in enumerate(amendments, 1):
+        changes = a.get("changes") or {}
+        previous = a.get("previous") or {}
+        rows[f"amendment {index}"] = (
+            f"{a.get('approver_id', '')} (version {a.get('version')}): "
+            + ("; ".join(f"{k} {previous.get(k)} → {v}" for k, v in changes.items()))
+        )
+    approval = answer.get("approval") or {}
+    if approval:
+        rows["approvals"] = _progress(approval)
+    rows["outcome"] = f"{outcome.get('status', '')} [{outcome.get('code', '')}]"
     for name, value in rows.items():
         table.add_row(name, escape(value))
     Console().print(table)

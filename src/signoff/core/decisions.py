@@ -121,6 +121,19 @@ def stale_view(run: ActionRun, expected_version: int | None) -> bool:
     return expected_version is not None and expected_version != run.version
 
 
+def still_needed(run: ActionRun) -> int:
+    """How many more approvals the run waits for, counted over the decisions that stand (an
+    approval left behind by a later amendment counts no more): what every surface shows."""
+    state = run.approval
+    if (
+        state is None
+        or state.approved_at is not None
+        or run.status is not RunStatus.WAITING_APPROVAL
+    ):
+        return 0
+    return max(0, state.count - len(substance.standing_approvers(run)))
+
+
 def is_overdue(run: ActionRun, now: datetime) -> bool:
     """Waiting for approval past its deadline (the one statement of "overdue")."""
     return (

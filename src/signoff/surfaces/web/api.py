@@ -2,7 +2,10 @@
 
 ``GET /api/approvals`` · ``GET /api/runs/{id}`` · ``GET /api/runs/{id}/receipt`` (a finished
 run's receipt, ``receipts.py``) · ``POST /api/runs/{id}/approve`` ·
-``POST /api/runs/{id}/reject`` (body ``{"reason": "..."}``, optional) ·
+``POST /api/runs/{id}/reject`` (body ``{"expected_version": N, "reason": "..."}``: the version is
+required, the run version the approver was shown — a missing one answers 400
+``APPROVAL_VERSION_REQUIRED``, a stale one 409 ``APPROVAL_RUN_CHANGED`` with the current version
+and the fresh view, nothing recorded) ·
 ``POST /api/runs/{id}/redispatch`` (body ``{"reason": "..."}``, required: an operator's
 re-dispatch of a MANUAL_REVIEW run of an idempotent executor, ``Runtime.redispatch``). Every decision goes through
 ``Runtime.decide``; a run of another tenant answers exactly like one that does not exist. Every
@@ -46,6 +49,8 @@ from signoff.surfaces.web.receipts import Receipts, download_name, no_receipts
 from signoff.surfaces.web.views import describe, pending_page, run_json
 
 MAX_LIST = 500
+APPROVAL_VERSION_REQUIRED = "APPROVAL_VERSION_REQUIRED"
+"""A decision without ``expected_version``: the API never decides on a view it cannot name."""
 
 
 class DecisionBody(BaseModel):
@@ -57,7 +62,10 @@ class DecisionBody(BaseModel):
         description="approve only: new values for fields the action lets approvers amend",
     )
     expected_version: int | None = Field(
-        default=None, ge=1, description="the run version the approver was shown (GET the run)"
+        default=None,
+        ge=1,
+        description="required: the run version the approver was shown (``version`` of GET the "
+        "run); a decision on another version is refused APPROVAL_RUN_CHANGED",
     )
 
 
@@ -196,6 +204,13 @@ class ApprovalsApi:
         run_id = await resolved_id(self.runtime, request.path_params["run_id"], verified)
         if not isinstance(run_id, str):
             return run_id
+        if body.expected_version is None:  # (after the id: an invisible run stays a missing one)
+            return answer(
+                APPROVAL_VERSION_REQUIRED,
+                "Name the run version you were shown: expected_version (the run's version in "
+                "GET /api/runs/{id}). Nothing was recorded.",
+                400,
+            )
         return await self._decision(
             run_id, verified, vote, body.reason, body.amend, body.expected_version
         )
@@ -206,8 +221,8 @@ class ApprovalsApi:
         verified: Verified,
         vote: ApprovalVote,
         reason: str,
-        amend: dict[str, Any] | None = None,
-        expected_version: int | None = None,
+        amend: dict[str, Any] | None,
+        expected_version: int,
     ) -> Response:
         caller = verified.caller
         result = await self.runtime.decide(
@@ -229,6 +244,22 @@ class ApprovalsApi:
         outcome = result.outcome.model_dump(mode="json") if result.outcome is not None else None
         message = describe(result.code) or (result.outcome.message if result.outcome else "")
         status = 200 if result.accepted else None
+        if result.code == Code.APPROVAL_RUN_CHANGED:
+            # The fresh view, so the approver decides again on what will run now.
+            fresh = await self.runtime.get_run(
+                run_id, caller.tenant_id, reader=caller.reader(ReaderKind.APPROVER)
+            )
+            if fresh is None:
+                return not_found()
+            return answer(
+                result.code,
+                message,
+                status,
+                accepted=False,
+                outcome=outcome,
+                current_version=fresh.version,
+                run=run_json(self.runtime, fresh, caller),
+            )
         return answer(result.code, message, status, accepted=result.accepted, outcome=outcome)
 
 

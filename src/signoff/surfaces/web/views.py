@@ -17,7 +17,8 @@ from signoff.core.answers import outcome_of
 from signoff.core.approval_digest import short_digest
 from signoff.core.approvals import approver_refusal, is_overdue
 from signoff.core.codes import CODE_DESCRIPTIONS, Code
-from signoff.core.definition import ActionDefinition
+from signoff.core.decisions import still_needed
+from signoff.core.definition import ActionDefinition, FieldDisplay
 from signoff.core.input_limits import is_plain_text
 from signoff.core.run import ActionRun, RunStatus
 from signoff.core.runtime import Runtime
@@ -60,26 +61,80 @@ def _definition(runtime: Runtime, run: ActionRun) -> ActionDefinition | None:
 
 
 def masked_input(runtime: Runtime, run: ActionRun) -> dict[str, Any]:
-    """The run's input with the values its action marks sensitive replaced by a mask."""
-    return dict(masked_run(run, _definition(runtime, run)).input)
+    """The input that **will run** (``substance.will_run``: amended values included), with the
+    values its action marks sensitive replaced by a mask: what every approver surface shows."""
+    return dict(substance.will_run(masked_run(run, _definition(runtime, run))))
+
+
+def proposed_input(runtime: Runtime, run: ActionRun) -> dict[str, Any]:
+    """The input as proposed (before any amendment), masked like ``masked_input``."""
+    return dict(substance.of(masked_run(run, _definition(runtime, run))).proposed)
+
+
+def _display(runtime: Runtime, run: ActionRun) -> Mapping[str, FieldDisplay]:
+    action = runtime.action(run.action_id)
+    return action.definition.display if action is not None else {}
+
+
+def _field(name: str, value: Any, display: FieldDisplay | None) -> Field:
+    shown_name, odd_name = visible(name)
+    if value == MASK:
+        return Field(name=shown_name, value=MASK, masked=True, hidden_characters=odd_name)
+    text, odd_value = visible(shown(value, display))
+    return Field(name=shown_name, value=text, masked=False, hidden_characters=odd_name or odd_value)
 
 
 def input_fields(runtime: Runtime, run: ActionRun) -> list[Field]:
-    """The input as approvers read it: sensitive values masked, the rest formatted as declared."""
-    masked = masked_input(runtime, run)
-    action = runtime.action(run.action_id)
-    display = action.definition.display if action is not None else {}
-    fields: list[Field] = []
-    for key, value in masked.items():
-        name, odd_name = visible(key)
-        if value == MASK:
-            fields.append(Field(name=name, value=MASK, masked=True, hidden_characters=odd_name))
-            continue
-        text, odd_value = visible(shown(value, display.get(key)))
-        fields.append(
-            Field(name=name, value=text, masked=False, hidden_characters=odd_name or odd_value)
+    """The input that will run as approvers read it: sensitive values masked, the rest
+    formatted as declared."""
+    display = _display(runtime, run)
+    return [
+        _field(key, value, display.get(key)) for key, value in masked_input(runtime, run).items()
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One field an amendment changed: its value before and after, as approvers read them."""
+
+    name: str
+    before: Field
+    after: Field
+
+
+@dataclass(frozen=True, slots=True)
+class AmendmentView:
+    """One amendment on the record: who changed which fields from what to what, when, at which
+    run version."""
+
+    approver_id: str
+    at: datetime
+    version: int | None
+    changes: tuple[Change, ...]
+
+    @property
+    def summary(self) -> str:
+        """``amount 12,000.00 EUR → 19,900.00 EUR; reason … → …`` (plain text: Slack, CLI)."""
+        return "; ".join(f"{c.name} {c.before.value} → {c.after.value}" for c in self.changes)
+
+
+def amendment_views(runtime: Runtime, run: ActionRun) -> list[AmendmentView]:
+    """The amendment record (``substance.of(run).amendments``) as every surface shows it."""
+    display = _display(runtime, run)
+    views: list[AmendmentView] = []
+    for record in substance.of(masked_run(run, _definition(runtime, run))).amendments:
+        changes = tuple(
+            Change(
+                name=visible(name)[0],
+                before=_field(name, record.previous.get(name), display.get(name)),
+                after=_field(name, value, display.get(name)),
+            )
+            for name, value in record.changes.items()
         )
-    return fields
+        views.append(
+            AmendmentView(visible(record.approver_id)[0], record.at, record.version, changes)
+        )
+    return views
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +248,7 @@ def run_json(runtime: Runtime, run: ActionRun, caller: Caller | None) -> dict[st
     definition = action.definition if action is not None else None
     secret_input = sensitive_paths(definition)["input"]
     state = run.approval
+    standing = substance.standing(run)
     approval: dict[str, Any] | None = None
     if state is not None:
         approval = {
@@ -200,6 +256,8 @@ def run_json(runtime: Runtime, run: ActionRun, caller: Caller | None) -> dict[st
             "approver_roles": list(state.approver_roles),
             "approvals_needed": state.count,
             "approvals_received": len(substance.standing_approvers(run)),
+            "approvals_still_needed": still_needed(run),
+            "approvers": sorted(substance.standing_approvers(run)),
             "requested_at": _iso(state.requested_at),
             "expires_at": _iso(state.expires_at),
             "reason": state.reason,
@@ -212,6 +270,7 @@ def run_json(runtime: Runtime, run: ActionRun, caller: Caller | None) -> dict[st
                     "at": _iso(d.at),
                     "channel": str(d.channel),
                     "digest": short_digest(d.digest) or None,
+                    "standing": d in standing,
                 }
                 for d in state.decisions
             ],
@@ -229,7 +288,10 @@ def run_json(runtime: Runtime, run: ActionRun, caller: Caller | None) -> dict[st
         "channel": str(run.channel),
         "principal": {"id": run.principal.id, "roles": list(run.principal.roles)},
         "resource": run.resource,
+        # What will run (amended values included); the proposal is ``proposed_input``.
         "input": masked_input(runtime, run),
+        "proposed_input": proposed_input(runtime, run),
+        "amended": bool(run.amendments),
         "hidden_characters": [f.name for f in input_fields(runtime, run) if f.hidden_characters],
         "created_at": _iso(run.created_at),
         "updated_at": _iso(run.updated_at),
@@ -243,6 +305,8 @@ def run_json(runtime: Runtime, run: ActionRun, caller: Caller | None) -> dict[st
             {
                 "approver_id": a.approver_id,
                 "at": _iso(a.at),
+                "version": a.version,
+                "fields": sorted(a.changes),
                 "changes": mask_document(a.changes, secret_input),
                 "previous": mask_document(a.previous, secret_input),
             }
@@ -362,10 +426,13 @@ def describe(code: str) -> str:
 __all__ = [
     "MASK",
     "ActionFacts",
+    "AmendmentView",
+    "Change",
     "Field",
     "Pending",
     "action_facts",
     "amendable_fields",
+    "amendment_views",
     "approval_reason",
     "coerce_amendments",
     "describe",
@@ -377,6 +444,7 @@ __all__ = [
     "pending_for",
     "pending_page",
     "preview_fields",
+    "proposed_input",
     "relative",
     "row_matches",
     "run_json",

@@ -32,6 +32,7 @@ async def test_an_approver_amends_the_amount_in_the_inbox_and_the_approved_amoun
             f"/approvals/runs/{pending.run_id}/decide",
             data={
                 "csrf": hidden(page.text, "csrf"),
+                "version": hidden(page.text, "version"),
                 "decision": "approve",
                 "reason": "only the disputed part",
                 "amend.amount": "4200.50",

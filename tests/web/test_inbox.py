@@ -85,7 +85,12 @@ async def test_an_approval_through_the_inbox_resumes_the_run_and_is_recorded_as_
         page = await http.get(f"/approvals/runs/{pending.run_id}")
         decided = await http.post(
             f"/approvals/runs/{pending.run_id}/decide",
-            data={"csrf": hidden(page.text, "csrf"), "decision": "approve", "reason": "checked"},
+            data={
+                "csrf": hidden(page.text, "csrf"),
+                "version": hidden(page.text, "version"),
+                "decision": "approve",
+                "reason": "checked",
+            },
         )
         after = await http.get(decided.headers["location"])
     assert decided.status_code == 303
@@ -113,7 +118,7 @@ async def test_a_refused_decision_shows_its_code(site: Site) -> None:
         assert "You proposed this run" in page.text
         decided = await http.post(
             f"/approvals/runs/{pending.run_id}/decide",
-            data={"csrf": hidden(page.text, "csrf"), "decision": "approve"},
+            data={"csrf": hidden(page.text, "csrf"), "version": "1", "decision": "approve"},
         )
     assert decided.status_code == 403
     assert Code.APPROVER_NOT_ELIGIBLE in decided.text and "Decision not recorded" in decided.text
@@ -162,7 +167,7 @@ async def test_an_approver_of_another_tenant_sees_and_decides_nothing(site: Site
         missing = await http.get("/approvals/runs/no-such-run")
         decided = await http.post(
             f"/approvals/runs/{acme.run_id}/decide",
-            data={"csrf": hidden(inbox.text, "csrf"), "decision": "approve"},
+            data={"csrf": hidden(inbox.text, "csrf"), "version": "1", "decision": "approve"},
         )
     assert acme.run_id not in inbox.text and "Nothing is waiting for you" in inbox.text
     assert detail.status_code == missing.status_code == decided.status_code == 404

@@ -47,8 +47,16 @@ def code_in(page: httpx.Response) -> str:
     return found.group(1)
 
 
-async def decide(site: Site, url: str, decision: str = "approve") -> httpx.Response:
-    return await site.client().post(path_of(url), data={"decision": decision, "reason": "phone"})
+async def decide(
+    site: Site, url: str, decision: str = "approve", *, page: httpx.Response | None = None
+) -> httpx.Response:
+    """Press a button on the link's page (``page``, or the page opened now) as a browser would:
+    with the run version the page showed."""
+    page = page if page is not None else await site.client().get(path_of(url))
+    found = re.search(r'name="version" value="(\d+)"', page.text)
+    form = {"decision": decision, "reason": "phone", "version": found.group(1) if found else "1"}
+    action = re.search(r'action="(/approvals/links/[^"]+)"', page.text)
+    return await site.client().post(action.group(1) if action else path_of(url), data=form)
 
 
 async def test_opening_a_link_shows_the_run_and_never_decides() -> None:
@@ -137,14 +145,22 @@ async def test_a_link_goes_stale_when_another_decision_moved_the_run_on() -> Non
         run = await site.runtime.get_run(pending.run_id, "acme")
         assert run is not None
         url = await links_of(site).issue(run, LEAD2_ENTRY)
+        opened = await site.client().get(path_of(url))  # lead-2 reads the page at version 1
         await site.runtime.decide(pending.run_id, "acme", approve(LEAD))
-        stale = await decide(site, url)
+        unopened = await site.client().get(path_of(url))
+        stale = await decide(site, url, page=opened)
         moved_on = await site.runtime.get_run(pending.run_id, "acme")
         assert moved_on is not None
-        fresh = await links_of(site).issue(moved_on, LEAD2_ENTRY)
-        done = await decide(site, fresh)
+        # The press on the old page records nothing and shows the fresh view with a fresh link.
+        assert stale.status_code == 409 and Code.APPROVAL_RUN_CHANGED in stale.text
+        assert 'id="run-changed"' in stale.text
+        assert f'name="version" value="{moved_on.version}"' in stale.text
+        assert moved_on.approval is not None and len(moved_on.approval.decisions) == 1
+        spent = await site.client().get(path_of(url))
+        done = await decide(site, url, page=stale)
         final = await site.runtime.get_run(pending.run_id, "acme")
-    assert stale.status_code == 409 and code_in(stale) == LINK_STALE
+    assert unopened.status_code == 409 and code_in(unopened) == LINK_STALE
+    assert code_in(spent) == LINK_USED
     assert done.status_code == 200
     assert final is not None and final.status is RunStatus.SUCCEEDED
     assert final.approval is not None

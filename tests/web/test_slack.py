@@ -95,13 +95,15 @@ def press(
     user: str = LEAD_SLACK,
     *,
     ts: str = "1700.0001",
+    version: int = 1,
 ) -> bytes:
+    """A button press on the message of ``run_id`` as it was at ``version`` (1: as proposed)."""
     payload = {
         "type": "block_actions",
         "user": {"id": user, "name": "someone"},
         "container": {"type": "message", "channel_id": "C0APPROVALS", "message_ts": ts},
         "channel": {"id": "C0APPROVALS"},
-        "actions": [{"action_id": action_id, "value": run_id, "type": "button"}],
+        "actions": [{"action_id": action_id, "value": f"{run_id}@{version}", "type": "button"}],
         "response_url": "http://169.254.169.254/never-called",
     }
     return urlencode({"payload": json.dumps(payload)}).encode()
@@ -145,7 +147,7 @@ async def test_an_approval_request_posts_a_block_kit_message_with_both_buttons()
         for element in block["elements"]
     ]
     assert {b.get("action_id") for b in buttons} >= {APPROVE_ACTION, REJECT_ACTION}
-    assert all(b.get("value") in (pending.run_id, None) for b in buttons)
+    assert all(b.get("value") in (f"{pending.run_id}@1", None) for b in buttons)
     assert "Why:" in text and "billing-lead" in text
     assert "INV-2" in text and "5000" in text
     assert "secret note" not in text and "<!channel>" not in text  # reason is sensitive

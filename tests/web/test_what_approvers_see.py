@@ -82,6 +82,7 @@ async def test_another_approvers_reason_is_shown_with_its_hidden_characters_visi
                 f"/approvals/runs/{pending.run_id}/decide",
                 data={
                     "csrf": hidden(page.text, "csrf"),
+                    "version": hidden(page.text, "version"),
                     "decision": "approve",
                     "reason": "checked \u202eIBAN 1234\u202c",
                 },
@@ -99,7 +100,12 @@ async def test_a_refused_decision_page_still_masks_sensitive_values(site: Site) 
     async with site.client() as http:
         await sign_in(http, token(**LEAD))
         page = await http.get(f"/approvals/runs/{pending.run_id}")
-        form = {"csrf": hidden(page.text, "csrf"), "decision": "approve", "reason": "ok"}
+        form = {
+            "csrf": hidden(page.text, "csrf"),
+            "version": hidden(page.text, "version"),
+            "decision": "approve",
+            "reason": "ok",
+        }
         first = await http.post(f"/approvals/runs/{pending.run_id}/decide", data=form)
         again = await http.post(f"/approvals/runs/{pending.run_id}/decide", data=form)
     assert first.status_code == 303

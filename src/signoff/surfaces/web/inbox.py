@@ -20,11 +20,11 @@ from starlette.routing import BaseRoute, Route
 from signoff.core.approvals import DecisionRequest
 from signoff.core.codes import Code
 from signoff.core.identity import Channel
-from signoff.core.run import MAX_REASON_CHARS, ApprovalVote
+from signoff.core.run import MAX_REASON_CHARS, ActionRun, ApprovalVote
 from signoff.core.runtime import Runtime
 from signoff.core.visibility import ReaderKind
 from signoff.surfaces.access.scopes import ScopeRefusal
-from signoff.surfaces.web.api import receipt_answer
+from signoff.surfaces.web.api import APPROVAL_VERSION_REQUIRED, receipt_answer
 from signoff.surfaces.web.auth import Authenticator
 from signoff.surfaces.web.http import STATUS_OF, read_form
 from signoff.surfaces.web.receipts import Receipts
@@ -254,6 +254,15 @@ class Inbox:
                 title="That decision could not be read",
                 message=f"Choose Approve or Reject; a reason has at most {MAX_REASON_CHARS} characters.",
             )
+        reader = session.caller.reader(ReaderKind.APPROVER)
+        shown = _version(form.get("version"))
+        if shown is None:
+            # A form without the version it was rendered at (an old page): show the run as it
+            # is now and let the approver decide on that.
+            run = await self.runtime.get_run(run_id, session.caller.tenant_id, reader=reader)
+            if run is None:
+                return self.not_found(request, session)
+            return self._changed(request, session, run, APPROVAL_VERSION_REQUIRED, None, 400)
         amendments: dict[str, Any] | None = None
         if vote is ApprovalVote.APPROVE:
             shown_run = await self.runtime.get_run(run_id, session.caller.tenant_id)
@@ -269,6 +278,7 @@ class Inbox:
                 channel=Channel.UI,
                 via="web-inbox",
                 amendments=amendments,
+                expected_version=shown,
             ),
             reader=session.caller.reader(ReaderKind.APPROVER),
         )
@@ -282,10 +292,31 @@ class Inbox:
         )
         if run is None:
             return self.not_found(request, session)
+        if result.code == Code.APPROVAL_RUN_CHANGED:
+            return self._changed(request, session, run, result.code, shown, 409)
         banner = {"code": result.code, "text": describe(result.code), "ok": False}
         row = inbox_row(self.runtime, run, self.runtime.now(), session.caller)
         status = STATUS_OF.get(result.code, 409)
         return self.render(request, "run.html", session, status=status, run=row, banner=banner)
+
+    def _changed(
+        self,
+        request: Request,
+        session: Session,
+        run: ActionRun,
+        code: str,
+        shown: int | None,
+        status: int,
+    ) -> Response:
+        """The run page again, fresh, with a notice: nothing was recorded, decide again."""
+        assert session.caller is not None
+        row = inbox_row(self.runtime, run, self.runtime.now(), session.caller)
+        notice = {
+            "code": code,
+            "shown": shown if shown is not None else "?",
+            "current": run.version,
+        }
+        return self.render(request, "run.html", session, status=status, run=row, notice=notice)
 
     async def css(self, _request: Request) -> Response:
         return Response(
@@ -362,6 +393,13 @@ class Inbox:
             title="No such run",
             message=f"There is no such run in your tenant. [{Code.ACTION_RUN_NOT_FOUND}]",
         )
+
+
+def _version(text: str | None) -> int | None:
+    """The run version a form was rendered at (a hidden field), or ``None``."""
+    if text is None or not text.isdigit() or len(text) > 18:
+        return None
+    return int(text) or None
 
 
 async def _form(request: Request) -> dict[str, str] | None:

@@ -26,7 +26,7 @@ import re
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from jinja2 import Environment
@@ -34,9 +34,11 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from signoff.core import substance
 from signoff.core.approval_digest import short_digest
 from signoff.core.approvals import DecisionRequest, approver_refusal
 from signoff.core.codes import Code
+from signoff.core.decisions import still_needed
 from signoff.core.identity import Channel, Principal
 from signoff.core.ports import ApprovalLink, LinkStore
 from signoff.core.run import ActionRun, ApprovalVote, RunStatus
@@ -46,6 +48,7 @@ from signoff.surfaces.web.config import WebConfigError
 from signoff.surfaces.web.http import read_form
 from signoff.surfaces.web.views import (
     action_facts,
+    amendment_views,
     approval_reason,
     describe,
     input_fields,
@@ -108,6 +111,13 @@ def parse_directory(text: str) -> dict[str, DirectoryEntry]:
     return entries
 
 
+def _version(text: str | None) -> int | None:
+    """The run version a link page was rendered at (its hidden field), or ``None``."""
+    if text is None or not text.isdigit() or len(text) > 18:
+        return None
+    return int(text) or None
+
+
 def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
@@ -146,8 +156,16 @@ class DecisionLinks:
         ]
 
     # ----------------------------------------------------------------- issuing
-    async def issue(self, run: ActionRun, approver: DirectoryEntry) -> str:
+    async def issue(
+        self, run: ActionRun, approver: DirectoryEntry, *, expires_at: datetime | None = None
+    ) -> str:
         """A fresh link for ``approver`` to decide ``run`` as it stands now; returns its URL."""
+        return f"{self.public_url}{PREFIX}{await self._issue(run, approver, expires_at)}"
+
+    async def _issue(
+        self, run: ActionRun, approver: DirectoryEntry, expires_at: datetime | None
+    ) -> str:
+        """Store a link bound to ``run`` at its version; returns the token."""
         token = secrets.token_urlsafe(32)
         issued = now(self.runtime)
         await self.store.issue(
@@ -159,10 +177,10 @@ class DecisionLinks:
                 approver_id=approver.approver_id,
                 approver_roles=approver.roles,
                 issued_at=issued,
-                expires_at=issued + self.ttl,
+                expires_at=expires_at or issued + self.ttl,
             )
         )
-        return f"{self.public_url}{PREFIX}{token}"
+        return token
 
     async def links_for(self, run: ActionRun) -> list[dict[str, Any]]:
         """Links for every directory approver who could decide ``run`` now (none once decided)."""
@@ -183,8 +201,9 @@ class DecisionLinks:
         return links
 
     # ---------------------------------------------------------------- checking
-    async def _check(self, token: str) -> _Checked | tuple[str, int]:
-        """Every condition a link must meet, in order; a refusal is ``(code, status)``."""
+    async def _check(self, token: str, *, stale_ok: bool = False) -> _Checked | tuple[str, int]:
+        """Every condition a link must meet, in order; a refusal is ``(code, status)``. With
+        ``stale_ok`` a link whose run moved on passes (the caller shows the fresh view)."""
         if not _TOKEN.match(token):
             return LINK_INVALID, 404
         link = await self.store.get(token_hash(token))
@@ -204,7 +223,7 @@ class DecisionLinks:
                 else Code.APPROVAL_NOT_PENDING
             )
             return code, 409
-        if run.version != link.run_version:
+        if run.version != link.run_version and not stale_ok:
             return LINK_STALE, 409
         approver = Principal(id=link.approver_id, roles=link.approver_roles)
         refusal = approver_refusal(run, approver)
@@ -237,11 +256,16 @@ class DecisionLinks:
                 title="That decision could not be read",
                 message=f"Choose Approve or Reject; a reason has at most {MAX_REASON} characters.",
             )
-        checked = await self._check(token)
+        checked = await self._check(token, stale_ok=True)
         if not isinstance(checked, _Checked):
             return self._refused(*checked)
+        shown = _version((form or {}).get("version"))
         if not await self.store.redeem(checked.link.token_hash, now(self.runtime)):
             return self._refused(LINK_USED, 410)  # a concurrent redeemer won
+        if checked.run.version != checked.link.run_version or shown != checked.link.run_version:
+            # The page was of another version than the run now: nothing is decided; the fresh
+            # view comes with a fresh link bound to it (same approver, same expiry).
+            return await self._fresh(checked, shown)
         result = await self.runtime.decide(
             checked.run.run_id,
             checked.link.tenant_id,
@@ -254,6 +278,8 @@ class DecisionLinks:
                 expected_version=checked.link.run_version,
             ),
         )
+        if result.code == Code.APPROVAL_RUN_CHANGED:  # it moved on in between
+            return await self._fresh(checked, shown)
         current = await self.runtime.get_run(checked.run.run_id, checked.link.tenant_id)
         return self._page(
             "link_done.html",
@@ -262,6 +288,31 @@ class DecisionLinks:
             code=result.code,
             text=describe(result.code),
             run=self._view(current) if current is not None else None,
+        )
+
+    async def _fresh(self, checked: _Checked, shown: int | None) -> Response:
+        """The run as it stands now, with a notice that nothing was recorded and a fresh link
+        (the spent one's approver and expiry) to decide on this view."""
+        link = checked.link
+        run = await self.runtime.get_run(link.run_id, link.tenant_id)
+        if run is None:
+            return self._refused(LINK_INVALID, 404)
+        if run.status is not RunStatus.WAITING_APPROVAL:
+            return self._refused(Code.APPROVAL_NOT_PENDING, 409)
+        entry = DirectoryEntry(link.approver_id, link.tenant_id, link.approver_roles)
+        token = await self._issue(run, entry, link.expires_at)
+        return self._page(
+            "link.html",
+            status=409,
+            run=self._view(run),
+            approver=checked.approver,
+            expires_in=relative(link.expires_at, now(self.runtime)),
+            token=token,
+            notice={
+                "code": Code.APPROVAL_RUN_CHANGED,
+                "shown": shown if shown is not None else "?",
+                "current": run.version,
+            },
         )
 
     # ----------------------------------------------------------------- helpers
@@ -289,8 +340,12 @@ class DecisionLinks:
             "expires_in": relative(state.expires_at, moment)
             if state and state.expires_at
             else "never",
-            "received": len({d.approver_id for d in state.approvals()}) if state else 0,
+            "received": len(substance.standing_approvers(run)),
+            "approvers": ", ".join(sorted(substance.standing_approvers(run))),
             "needed": state.count if state else 0,
+            "still_needed": still_needed(run),
+            "version": run.version,
+            "amendments": amendment_views(self.runtime, run),
             "result": run.result,
         }
 

@@ -8,12 +8,14 @@ from typing import Any
 from signoff.core import substance
 from signoff.core.approval_digest import short_digest
 from signoff.core.codes import Code
+from signoff.core.decisions import still_needed
 from signoff.core.run import ActionRun, RunStatus
 from signoff.core.runtime import Runtime
 from signoff.core.statuses import shown_status
 from signoff.surfaces.access.caller import Caller
 from signoff.surfaces.web.views import (
     amendable_fields,
+    amendment_views,
     approval_reason,
     describe,
     input_fields,
@@ -50,7 +52,7 @@ def inbox_row(runtime: Runtime, run: ActionRun, now: datetime, caller: Caller) -
         "status": shown_status(run.status),
         "status_label": shown_status(run.status).replace("_", " ").capitalize(),
         "why": approval_reason(runtime, run) if state is not None else "",
-        "approvers": ", ".join(sorted({d.approver_id for d in state.approvals()}))
+        "approvers": ", ".join(sorted(substance.standing_approvers(run)))
         if state is not None
         else "",
         "pending": run.status is RunStatus.WAITING_APPROVAL,
@@ -60,6 +62,8 @@ def inbox_row(runtime: Runtime, run: ActionRun, now: datetime, caller: Caller) -
         "limit_reason": (state.reason or "") if state else "",
         "needed": state.count if state else 0,
         "received": received,
+        "still_needed": still_needed(run),
+        "version": run.version,
         "decisions": list(state.decisions) if state else [],
         "mine": state.decided_by(caller.principal.id) if state else None,
         "proposer_is_me": run.principal.id == caller.principal.id,
@@ -68,7 +72,7 @@ def inbox_row(runtime: Runtime, run: ActionRun, now: datetime, caller: Caller) -
         "preview": preview_fields(runtime, run),
         "preview_digest": run.preview.digest[:12] if run.preview is not None else "",
         "amendable": amendable_fields(runtime, run),
-        "amendments": list(run.amendments),
+        "amendments": amendment_views(runtime, run),
     }
 
 

@@ -29,6 +29,7 @@ from signoff.surfaces.web.slack.config import SlackConfig
 from signoff.surfaces.web.slack.messages import (
     APPROVE_ACTION,
     REJECT_ACTION,
+    VERSION_MARK,
     SlackApi,
     SlackNotifier,
 )
@@ -139,6 +140,7 @@ class SlackInteractions:
                     reason=f"{'Approved' if press.vote is ApprovalVote.APPROVE else 'Rejected'} in Slack",
                     channel=Channel.SLACK,
                     via=f"slack:{press.user_id}",
+                    expected_version=press.version,
                 ),
             )
         except Exception:
@@ -147,6 +149,11 @@ class SlackInteractions:
             return
         if not result.accepted:
             await self._tell(press, _REFUSALS.get(result.code, f"Not recorded ({result.code})."))
+        if result.code == Code.APPROVAL_RUN_CHANGED and self.notifier is not None:
+            # The message showed another version: show the run as it stands, with fresh buttons.
+            fresh = await self.runtime.get_run(press.run_id, approver.tenant_id)
+            if fresh is not None:
+                await self.notifier.refresh(fresh)
 
     async def _tell(self, press: _Press, text: str) -> None:
         """A message only the pressing user sees."""
@@ -167,6 +174,8 @@ _REFUSALS: dict[str, str] = {
     Code.APPROVAL_ALREADY_DECIDED: "You already decided this run; a decision counts once.",
     Code.APPROVAL_NOT_PENDING: "This run is no longer waiting for approval.",
     Code.APPROVAL_EXPIRED: "This approval expired.",
+    Code.APPROVAL_RUN_CHANGED: "Not recorded: the run changed since this message was posted "
+    "(the message now shows what will run). Read it and decide again.",
 }
 
 
@@ -177,6 +186,7 @@ class _Press:
     vote: ApprovalVote
     channel: str | None
     message_ts: str | None
+    version: int
 
 
 def _button_press(body: bytes) -> _Press | None:
@@ -198,8 +208,12 @@ def _button_press(body: bytes) -> _Press | None:
         return None
     votes = {APPROVE_ACTION: ApprovalVote.APPROVE, REJECT_ACTION: ApprovalVote.REJECT}
     vote = votes.get(str(action.get("action_id")))
-    run_id = action.get("value")
-    if vote is None or not isinstance(run_id, str) or not _RUN_ID.match(run_id):
+    value = action.get("value")
+    if vote is None or not isinstance(value, str):
+        return None
+    # ``RUN_ID@VERSION``: a message's buttons carry the version it showed.
+    run_id, mark, version = value.rpartition(VERSION_MARK)
+    if not mark or not _RUN_ID.match(run_id) or not version.isdigit() or len(version) > 18:
         return None
     container = _mapping(payload.get("container"))
     channel = _mapping(payload.get("channel"))
@@ -211,6 +225,7 @@ def _button_press(body: bytes) -> _Press | None:
         vote=vote,
         channel=channel_id if isinstance(channel_id, str) else None,
         message_ts=ts if isinstance(ts, str) else None,
+        version=int(version),
     )
 
 

@@ -18,11 +18,14 @@ from slack_sdk.models.blocks import (
 )
 from slack_sdk.models.blocks.basic_components import MarkdownTextObject
 
+from signoff.core import substance
+from signoff.core.decisions import still_needed
 from signoff.core.run import ActionRun, ApprovalVote, RunStatus
 from signoff.core.runtime import Runtime
 from signoff.surfaces.web.slack.config import SlackConfig
 from signoff.surfaces.web.views import (
     action_facts,
+    amendment_views,
     approval_reason,
     input_fields,
     now,
@@ -34,6 +37,14 @@ log = logging.getLogger("signoff.slack")
 
 APPROVE_ACTION = "signoff_approve"
 REJECT_ACTION = "signoff_reject"
+VERSION_MARK = "@"
+"""A button's value is ``RUN_ID@VERSION``: the decision is bound to the version the message showed."""
+
+
+def button_value(run: ActionRun) -> str:
+    return f"{run.run_id}{VERSION_MARK}{run.version}"
+
+
 _REMEMBERED_MESSAGES = 10_000
 
 
@@ -101,6 +112,10 @@ class SlackNotifier:
                 run.run_id, str(answer.get("channel") or self.api.config.channel), answer["ts"]
             )
 
+    async def refresh(self, run: ActionRun) -> None:
+        """Show the run's message as the run stands now (a press on a stale view)."""
+        await self.approval_decided(run, "updated")
+
     async def approval_decided(self, run: ActionRun, decision: str) -> None:
         where = self._messages.get(run.run_id)
         blocks = decided_blocks(self.runtime, run, decision, self.public_url)
@@ -144,8 +159,35 @@ def _summary_blocks(runtime: Runtime, run: ActionRun) -> list[Block]:
             fields=fields[:10],
         ),
     ]
+    amendments = amendment_views(runtime, run)
     if lines:
-        blocks.append(SectionBlock(text=MarkdownTextObject(text="\n".join(lines)[:2900])))
+        heading = "*Will run (amended):*\n" if amendments else ""
+        blocks.append(
+            SectionBlock(text=MarkdownTextObject(text=(heading + "\n".join(lines))[:2900]))
+        )
+    if amendments:
+        changed = [
+            f"• `{escape(a.approver_id)}` changed {escape(a.summary)}"[:400] for a in amendments
+        ]
+        blocks.append(
+            SectionBlock(
+                text=MarkdownTextObject(text=("*Amendments:*\n" + "\n".join(changed))[:2900])
+            )
+        )
+    if state is not None and run.status is RunStatus.WAITING_APPROVAL:
+        received = len(substance.standing_approvers(run))
+        left = still_needed(run)
+        blocks.append(
+            ContextBlock(
+                elements=[
+                    MarkdownTextObject(
+                        text=f"Approvals: {received} of {state.count}"
+                        + (f", {left} more needed" if left else "")
+                        + f" · version {run.version}"
+                    )
+                ]
+            )
+        )
     preview = [
         f"*{escape(f.name)}*: {escape(f.value)[:200]}" for f in preview_fields(runtime, run)[:10]
     ]
@@ -156,27 +198,33 @@ def _summary_blocks(runtime: Runtime, run: ActionRun) -> list[Block]:
     return blocks
 
 
+def _buttons(run: ActionRun, public_url: str) -> ActionsBlock:
+    """Approve / Reject bound to the run's version, and Open in inbox."""
+    return ActionsBlock(
+        block_id=f"signoff:{run.run_id}",
+        elements=[
+            ButtonElement(
+                text="Approve",
+                action_id=APPROVE_ACTION,
+                value=button_value(run),
+                style="primary",
+            ),
+            ButtonElement(
+                text="Reject", action_id=REJECT_ACTION, value=button_value(run), style="danger"
+            ),
+            ButtonElement(
+                text="Open in inbox",
+                action_id="signoff_open",
+                url=f"{public_url}/approvals/runs/{run.run_id}",
+            ),
+        ],
+    )
+
+
 def request_blocks(runtime: Runtime, run: ActionRun, public_url: str) -> list[dict[str, Any]]:
     """The approval request: the summary, then Approve / Reject / Open in inbox."""
     blocks = _summary_blocks(runtime, run)
-    blocks.append(
-        ActionsBlock(
-            block_id=f"signoff:{run.run_id}",
-            elements=[
-                ButtonElement(
-                    text="Approve", action_id=APPROVE_ACTION, value=run.run_id, style="primary"
-                ),
-                ButtonElement(
-                    text="Reject", action_id=REJECT_ACTION, value=run.run_id, style="danger"
-                ),
-                ButtonElement(
-                    text="Open in inbox",
-                    action_id="signoff_open",
-                    url=f"{public_url}/approvals/runs/{run.run_id}",
-                ),
-            ],
-        )
-    )
+    blocks.append(_buttons(run, public_url))
     blocks.append(ContextBlock(elements=[MarkdownTextObject(text=f"run `{run.run_id}`")]))
     return [block.to_dict() for block in blocks]
 
@@ -184,11 +232,15 @@ def request_blocks(runtime: Runtime, run: ActionRun, public_url: str) -> list[di
 def decided_blocks(
     runtime: Runtime, run: ActionRun, decision: str, public_url: str
 ) -> list[dict[str, Any]]:
-    """The same summary without buttons, and who decided what, and how the run stands."""
+    """The summary as the run now stands (what will run, the amendments, the approvals still
+    needed), who decided what, and — while it still waits for approvals — fresh buttons bound to
+    the run's new version (a press on the old ones is refused ``APPROVAL_RUN_CHANGED``)."""
     blocks = _summary_blocks(runtime, run)
     state = run.approval
+    standing = substance.standing(run)
     who = ", ".join(
         f"{escape(d.approver_id)} {'approved' if d.decision is ApprovalVote.APPROVE else 'rejected'}"
+        + ("" if d in standing else " (before an amendment: no longer counts)")
         for d in (state.decisions if state is not None else ())
     )
     status = (
@@ -204,6 +256,8 @@ def decided_blocks(
             )
         )
     )
+    if still_needed(run):
+        blocks.append(_buttons(run, public_url))
     blocks.append(
         ContextBlock(
             elements=[

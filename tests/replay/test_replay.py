@@ -176,3 +176,47 @@ async def test_the_history_view_cannot_write_at_the_database(stored_sql: Recorde
     orig = refused.value.orig
     readonly = getattr(orig, "sqlite_errorcode", None) == sqlite3.SQLITE_READONLY
     assert readonly or getattr(orig, "sqlstate", None) == READ_ONLY_SQL_TRANSACTION
+
+
+class _Counting:
+    """A ``History`` that records the size of every read it is asked for and answers."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.pages: list[tuple[int, int]] = []
+        self.batches: list[int] = []
+
+    async def events(self, after_seq: int, limit: int, tenant_id: str | None = None) -> Any:
+        found = await self.inner.events(after_seq, limit, tenant_id)
+        self.pages.append((limit, len(found)))
+        return found
+
+    async def runs(self, run_ids: Any) -> Any:
+        self.batches.append(len(run_ids))
+        return await self.inner.runs(run_ids)
+
+    async def last_seq(self) -> int:
+        return int(await self.inner.last_seq())
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+async def test_the_history_is_read_in_bounded_pages(stored_sql: Recorded) -> None:
+    """On SQLite and PostgreSQL: every read asks for at most one page of events and at most
+    one page's runs, and the report is the one an unpaged read gives."""
+    from signoff.core.replay import replay
+
+    page = 7
+    reader = _Counting(await stored_sql.reader())
+    registry = recorded.registry(recorded.manifests(stored_sql.tmp_path / "p", recorded.BASE))
+    scope = ReplayScope(tenant_id=stored_sql.history.tenant)
+    try:
+        paged = await replay(reader, registry, scope, ReplayReport(), page=page)
+    finally:
+        await reader.close()
+    assert len(reader.pages) > 5
+    assert all(limit == page and got <= page for limit, got in reader.pages)
+    assert reader.batches and max(reader.batches) <= page
+    whole = await stored_sql.replay(recorded.BASE)
+    assert paged.record() == whole.record()

@@ -184,3 +184,14 @@ def test_the_replays_connections_cannot_write(database: tuple[str, recorded.Hist
     with pytest.raises(sqlalchemy.exc.OperationalError) as refused:
         asyncio.run(attempt())
     assert getattr(refused.value.orig, "sqlite_errorcode", None) == sqlite3.SQLITE_READONLY
+
+
+def test_manifests_that_do_not_load_are_refused_with_their_code(
+    database: tuple[str, recorded.History], tmp_path: Path
+) -> None:
+    url, _ = database
+    broken = recorded.manifests(tmp_path / "broken", recorded.BASE.replace("risk: high", "risk: 9"))
+    result = replay(url, broken, "--json")
+    assert result.exit_code == 1
+    assert result.stderr.strip().endswith("[MANIFEST_INVALID]")
+    assert result.stdout == ""

@@ -15,7 +15,7 @@ from signoff.core.runtime import DEFAULT_PENDING_PER_PRINCIPAL
 from signoff.settings import BY_NAME, SETTINGS, env_file
 from signoff.store.factory import DEFAULT_DATABASE_URL
 from signoff.surfaces.access import jwks
-from signoff.surfaces.access.scopes import DEFAULT_APPROVE, DEFAULT_PROPOSE
+from signoff.surfaces.access.scopes import DEFAULT_APPROVE, DEFAULT_OPERATE, DEFAULT_PROPOSE
 from signoff.surfaces.mcp import sessions
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -72,6 +72,7 @@ def test_the_catalog_defaults_are_the_codes_defaults() -> None:
         "SIGNOFF_LANE_TENANT_SHARE": shown(DEFAULT_TENANT_SHARE),
         "SIGNOFF_SCOPE_PROPOSE": DEFAULT_PROPOSE,
         "SIGNOFF_SCOPE_APPROVE": DEFAULT_APPROVE,
+        "SIGNOFF_SCOPE_OPERATE": DEFAULT_OPERATE,
         "SIGNOFF_MCP_SESSIONS_PER_PRINCIPAL": str(sessions.DEFAULT_PER_PRINCIPAL),
         "SIGNOFF_MCP_MAX_SESSIONS": str(sessions.DEFAULT_MAX_SESSIONS),
         "SIGNOFF_MCP_SESSION_IDLE_SECONDS": shown(sessions.DEFAULT_IDLE_TIMEOUT),

@@ -25,6 +25,7 @@ from signoff.observability.formats import LogFormat
 from signoff.observability.logs import configure_logging
 from signoff.observability.observer import OperationsObserver
 from signoff.observability.tracing import configure_tracing, shutdown_tracing
+from signoff.store.history import history_of
 from signoff.surfaces.access.caller import Caller, IdentityError, make_caller
 from signoff.surfaces.access.jwt import JwtConfig, JwtConfigError, JwtVerifier
 from signoff.surfaces.access.scopes import ScopeConfigError, Scopes
@@ -48,6 +49,7 @@ from signoff.surfaces.ops import Health, ops_routes
 from signoff.surfaces.ops.metrics import MetricsEndpoint
 from signoff.surfaces.web import WebConfig, WebConfigError, WebNotifications, build_web
 from signoff.surfaces.web.receipts import Receipts
+from signoff.surfaces.web.replay import Replaying
 
 logger = logging.getLogger(__name__)
 
@@ -192,12 +194,14 @@ async def run_http(
     down gracefully. ``signoff demo`` serves exactly this, on ``sockets`` it bound first."""
     verifier = auth.verifier if isinstance(auth, BearerAuth) else None
     notifications.use_links(application.runtime, application.store.links)
+    replaying = Replaying(application.registry, history_of(application.store))
     web = build_web(
         application.runtime,
         web_config,
         verifier,
         notifications,
         receipts=Receipts(application.store),
+        replaying=replaying,
     )
     draining = Draining()
     health = Health(

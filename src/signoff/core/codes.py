@@ -118,6 +118,7 @@ class Code(StrEnum):
     RECEIPT_RUN_INCONSISTENT = "RECEIPT_RUN_INCONSISTENT"
     RECEIPT_TRAIL_INCONSISTENT = "RECEIPT_TRAIL_INCONSISTENT"
     RECEIPT_KEYS_MISSING = "RECEIPT_KEYS_MISSING"
+    MANIFEST_INVALID = "MANIFEST_INVALID"
 
 
 CODE_DESCRIPTIONS: dict[Code, str] = {
@@ -176,4 +177,5 @@ CODE_DESCRIPTIONS: dict[Code, str] = {
     Code.RECEIPT_RUN_INCONSISTENT: "The stored run is not what its events chained (it was edited): no receipt is made.",
     Code.RECEIPT_TRAIL_INCONSISTENT: "The run's stretch of the chain does not reach its signed checkpoint: no receipt is made.",
     Code.RECEIPT_KEYS_MISSING: "The server holds no audit signing key (or not the checkpoint's key): it cannot sign a receipt.",
+    Code.MANIFEST_INVALID: "The manifests given do not load; each problem has its file, line and code.",
 }

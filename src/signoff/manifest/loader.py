@@ -79,25 +79,50 @@ def load_manifests(source: Path | str, *, environ: Mapping[str, str] | None = No
         )  # fmt: skip
     add_import_root(source if source.is_dir() else source.parent)
 
+    texts: list[tuple[str, str]] = []
     problems: list[ManifestProblem] = []
-    warnings: list[ManifestProblem] = []
-    actions: list[LoadedAction] = []
-    seen: dict[str, tuple[str, str]] = {}
     for path in files:
         try:
-            text = path.read_text(encoding="utf-8")
+            texts.append((str(path), path.read_text(encoding="utf-8")))
         except (OSError, UnicodeDecodeError) as exc:
             problems.append(
                 ManifestProblem(str(path), None, None, "", ProblemCode.UNREADABLE_FILE, str(exc))
             )
-            continue
-        documents, syntax = read_documents(str(path), text)
+    return _load(source, texts, problems, environ, import_hooks=True)
+
+
+def load_manifest_texts(files: Mapping[str, str], *, label: str = "request") -> ManifestSet:
+    """Load manifests given as texts (name -> YAML), checked as ``signoff check`` checks a
+    directory — except that nothing is imported (a hook reference is checked for its form)
+    and no environment variable is read (``${VAR}`` needs a default: ``${VAR:-x}``), so a
+    text from outside the server can neither run code nor read its settings. The actions it
+    defines run nothing (a replay). Raises ``ManifestErrors`` listing every problem."""
+    if not files:
+        raise ManifestErrors(
+            [ManifestProblem(label, None, None, "", ProblemCode.NO_MANIFESTS, "no manifests given")]
+        )
+    return _load(Path(label), sorted(files.items()), [], {}, import_hooks=False)
+
+
+def _load(
+    source: Path,
+    texts: list[tuple[str, str]],
+    problems: list[ManifestProblem],
+    environ: Mapping[str, str],
+    *,
+    import_hooks: bool,
+) -> ManifestSet:
+    warnings: list[ManifestProblem] = []
+    actions: list[LoadedAction] = []
+    seen: dict[str, tuple[str, str]] = {}
+    for name, text in texts:
+        documents, syntax = read_documents(name, text)
         problems.extend(syntax)
         for document in documents:
             problems.extend(split_values(document, text))
         for document in documents:
             manifest, shape = check_shape(document)
-            build = check_document(document, environ)
+            build = check_document(document, environ, import_hooks=import_hooks)
             problems.extend(shape)
             errors = [p for p in build.problems if p.severity is Severity.ERROR]
             problems.extend(errors)

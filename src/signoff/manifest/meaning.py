@@ -38,9 +38,12 @@ _PRE_EXECUTION_CODES = frozenset(
 class DocumentCheck:
     """Checks one document's meaning; collects problems and the parts the definition needs."""
 
-    def __init__(self, document: Document, environ: Mapping[str, str]) -> None:
+    def __init__(
+        self, document: Document, environ: Mapping[str, str], *, import_hooks: bool = True
+    ) -> None:
         self.document = document
         self.environ = environ
+        self.import_hooks = import_hooks
         self.problems: list[ManifestProblem] = []
         self.guard: Callable[..., Any] | None = None
         self.preview: Callable[..., Any] | None = None
@@ -104,6 +107,8 @@ class DocumentCheck:
         reference = self.at(*path)
         if not isinstance(reference, str) or not re.match(HOOK_PATTERN, reference):
             return None  # absent, or a shape error already says what is wrong
+        if not self.import_hooks:
+            return not_imported(reference)
         try:
             return import_hook(reference)
         except HookImportError as exc:
@@ -303,9 +308,21 @@ class DocumentCheck:
         )
 
 
-def check_document(document: Document, environ: Mapping[str, str]) -> DocumentCheck:
-    """Run the meaning checks of one document (whatever its shape)."""
-    build = DocumentCheck(document, environ)
+def not_imported(reference: str) -> Callable[..., Any]:
+    """A hook named but not imported (definitions loaded for a replay, which runs none)."""
+
+    def refuse(_context: Any) -> Any:
+        raise RuntimeError(f"{reference} was not imported: these definitions run nothing")
+
+    return refuse
+
+
+def check_document(
+    document: Document, environ: Mapping[str, str], *, import_hooks: bool = True
+) -> DocumentCheck:
+    """Run the meaning checks of one document (whatever its shape); ``import_hooks=False``
+    checks a hook reference's form only."""
+    build = DocumentCheck(document, environ, import_hooks=import_hooks)
     if isinstance(document.data, dict):
         build.check()
     return build

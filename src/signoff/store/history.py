@@ -7,9 +7,9 @@ a server running on memory).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
-from signoff.core.ports import AuditEvent
+from signoff.core.ports import AuditEvent, Store
 from signoff.core.replay import History
 from signoff.core.run import ActionRun
 from signoff.store.memory import InMemoryStore
@@ -48,3 +48,27 @@ async def open_history(url: str) -> History:
     from signoff.store.sql.history import SqlHistory
 
     return await SqlHistory.open(url)
+
+
+def history_of(store: Store) -> Callable[[], Awaitable[History]]:
+    """A way to open ``store``'s own history read-only, each time a replay needs it (the
+    server's ``POST /api/policy/replay``): the in-memory store's, or new read-only connections
+    to the SQL store's database."""
+    if isinstance(store, InMemoryStore):
+
+        async def memory() -> History:
+            return MemoryHistory(store)
+
+        return memory
+    from signoff.store.sql import SqlStore
+
+    if not isinstance(store, SqlStore):
+        raise TypeError(f"no history view for {type(store).__name__}")
+    url = store.engine.url
+
+    async def sql() -> History:
+        from signoff.store.sql.history import SqlHistory
+
+        return await SqlHistory.open(url)
+
+    return sql

@@ -4,7 +4,9 @@ stage and the rule that decided, each group with its run ids.
 Bounded whatever the history's length: a group keeps its count and its first ``runs_per_change``
 runs; the totals are counters. Inputs are shown with the action's ``sensitive`` values masked
 (the definitions replayed against, plus any the caller adds); a run of an action those
-definitions no longer have shows no input at all (nobody can say what in it is sensitive).
+definitions no longer have shows no input at all (nobody can say what in it is sensitive), nor
+does one of an action outside ``inputs_of`` when the caller gives it (the API: the server's own
+definitions, so a submitted manifest that drops ``sensitive`` unmasks nothing).
 """
 
 from __future__ import annotations
@@ -51,8 +53,10 @@ class ReplayReport:
         *,
         runs_per_change: int = 20,
         sensitive: Mapping[str, Iterable[str]] | None = None,
+        inputs_of: Iterable[str] | None = None,
     ) -> None:
         self.runs_per_change = max(0, runs_per_change)
+        self._inputs_of = frozenset(inputs_of) if inputs_of is not None else None
         self._sensitive = {k: tuple(v) for k, v in (sensitive or {}).items()}
         self._groups: dict[tuple[str, ChangeKind, Stage, str], _Group] = {}
         self._actions: dict[str, _ActionTotals] = {}
@@ -122,7 +126,7 @@ class ReplayReport:
     def _masked(
         self, action_id: str, action: CompiledAction | None, shown: JsonObject
     ) -> JsonObject | None:
-        if action is None:
+        if action is None or (self._inputs_of is not None and action_id not in self._inputs_of):
             return None
         entries = (*action.definition.sensitive_fields, *self._sensitive.get(action_id, ()))
         masked: JsonObject = mask_document(shown, paths_by_root(entries)["input"])

@@ -9,6 +9,10 @@ Environment (``Scopes.from_env``)::
 
     SIGNOFF_SCOPE_PROPOSE    the agents' scope (default ``signoff:propose``)
     SIGNOFF_SCOPE_APPROVE    the approvers' scope (default ``signoff:approve``)
+    SIGNOFF_SCOPE_OPERATE    the operators' scope (default ``signoff:operate``): policy replay
+
+An operator's credential carries the operate scope and not the propose scope; approving and
+operating are separate grants (a token may hold both).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from dataclasses import dataclass
 
 DEFAULT_PROPOSE = "signoff:propose"
 DEFAULT_APPROVE = "signoff:approve"
+DEFAULT_OPERATE = "signoff:operate"
 # RFC 6749 §3.3 scope-token: printable ASCII except space, '"' and '\'.
 _SCOPE_TOKEN = re.compile(r"^[\x21\x23-\x5b\x5d-\x7e]{1,128}$")
 
@@ -52,11 +57,13 @@ class Scopes:
 
     propose: str = DEFAULT_PROPOSE
     approve: str = DEFAULT_APPROVE
+    operate: str = DEFAULT_OPERATE
 
     def __post_init__(self) -> None:
         for name, value in (
             ("SIGNOFF_SCOPE_PROPOSE", self.propose),
             ("SIGNOFF_SCOPE_APPROVE", self.approve),
+            ("SIGNOFF_SCOPE_OPERATE", self.operate),
         ):
             if not _SCOPE_TOKEN.match(value):
                 raise ScopeConfigError(
@@ -65,12 +72,18 @@ class Scopes:
                 )
         if self.propose == self.approve:
             raise ScopeConfigError("SIGNOFF_SCOPE_PROPOSE and SIGNOFF_SCOPE_APPROVE must differ")
+        if self.operate in (self.propose, self.approve):
+            raise ScopeConfigError(
+                "SIGNOFF_SCOPE_OPERATE must differ from SIGNOFF_SCOPE_PROPOSE and "
+                "SIGNOFF_SCOPE_APPROVE"
+            )
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Scopes:
         return cls(
             propose=env.get("SIGNOFF_SCOPE_PROPOSE") or DEFAULT_PROPOSE,
             approve=env.get("SIGNOFF_SCOPE_APPROVE") or DEFAULT_APPROVE,
+            operate=env.get("SIGNOFF_SCOPE_OPERATE") or DEFAULT_OPERATE,
         )
 
     @property
@@ -94,4 +107,18 @@ class Scopes:
             )
         if self.approve not in granted:
             return ScopeRefusal(self.approve, f"Approving needs a token with scope {self.approve}.")
+        return None
+
+    def operator_refusal(self, granted: Collection[str]) -> ScopeRefusal | None:
+        """``None`` when a token with ``granted`` scopes may use the operators' endpoints."""
+        if self.propose in granted:
+            return ScopeRefusal(
+                self.operate,
+                f"An agent's token (scope {self.propose}) is never operator authority: "
+                f"use a token with scope {self.operate} and without {self.propose}.",
+            )
+        if self.operate not in granted:
+            return ScopeRefusal(
+                self.operate, f"This endpoint is for operators: a token with scope {self.operate}."
+            )
         return None

@@ -30,9 +30,9 @@ class Authenticator:
         self.verifier = verifier
         self.scopes = scopes or Scopes()
 
-    async def verify(self, token: str) -> Verified | ScopeRefusal | None:
-        """The approver a token names; a ``ScopeRefusal`` for a valid token of the wrong kind;
-        ``None`` for anything not valid."""
+    async def verify(self, token: str, *, operator: bool = False) -> Verified | ScopeRefusal | None:
+        """The approver (``operator``: the operator) a token names; a ``ScopeRefusal`` for a
+        valid token of the wrong kind; ``None`` for anything not valid."""
         token = token.strip()
         if not token:
             return None
@@ -43,15 +43,18 @@ class Authenticator:
             caller = caller_from_claims(access.claims or {})
         except IdentityError:
             return None
-        refusal = self.scopes.approver_refusal(access.scopes)
+        check = self.scopes.operator_refusal if operator else self.scopes.approver_refusal
+        refusal = check(access.scopes)
         if refusal is not None:
             return refusal
         client = access.client_id if access.client_id != caller.principal.id else None
         return Verified(caller, access.expires_at, client)
 
-    async def from_request(self, request: Request) -> Verified | ScopeRefusal | None:
+    async def from_request(
+        self, request: Request, *, operator: bool = False
+    ) -> Verified | ScopeRefusal | None:
         """``Authorization: Bearer <token>`` only; cookies never authenticate the JSON API."""
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer":
             return None
-        return await self.verify(token)
+        return await self.verify(token, operator=operator)

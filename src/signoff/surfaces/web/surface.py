@@ -21,6 +21,7 @@ from signoff.surfaces.web.inbox import Inbox, page_templates
 from signoff.surfaces.web.links import DecisionLinks
 from signoff.surfaces.web.notifiers import combined
 from signoff.surfaces.web.receipts import Receipts
+from signoff.surfaces.web.replay import ReplayApi, Replaying
 from signoff.surfaces.web.session import Sessions
 from signoff.surfaces.web.sso import SingleSignOn
 from signoff.surfaces.web.webhook import WebhookNotifier
@@ -46,10 +47,12 @@ def build_routes(
     slack: SlackInteractions | None = None,
     links: DecisionLinks | None = None,
     receipts: Receipts | None = None,
+    replaying: Replaying | None = None,
 ) -> list[BaseRoute]:
     """Callbacks always; the inbox and the approvers' API only with a token ``verifier`` (a
-    server with a fixed test identity has no approvers); Slack's interactions and decision
-    links when configured; last, a styled page for any other path under ``/approvals``."""
+    server with a fixed test identity has no approvers), and the operators' replay with it when
+    ``replaying`` says what to replay over; Slack's interactions and decision links when
+    configured; last, a styled page for any other path under ``/approvals``."""
     routes: list[BaseRoute] = Callbacks(runtime, config.callback_secret).routes()
     if slack is not None:
         routes += slack.routes()
@@ -63,6 +66,8 @@ def build_routes(
             secure=config.secure_cookies,
         )
         routes += ApprovalsApi(runtime, auth, receipts).routes()
+        if replaying is not None:
+            routes += ReplayApi(auth, replaying).routes()
         inbox = Inbox(runtime, auth, sessions, sso=config.oidc is not None, receipts=receipts)
         routes += inbox.routes()
         if config.oidc is not None:
@@ -146,6 +151,7 @@ def build_web(
     *,
     links: LinkStore | None = None,
     receipts: Receipts | None = None,
+    replaying: Replaying | None = None,
 ) -> WebSurface:
     """Routes, plus a lifespan that lets Slack work in flight finish. The notifiers are the
     application's (``notifications``, connected by ``build_application``); so is housekeeping.
@@ -170,5 +176,5 @@ def build_web(
             if slack is not None:
                 await slack.drain()
 
-    routes = build_routes(runtime, config, verifier, slack, decision_links, receipts)
+    routes = build_routes(runtime, config, verifier, slack, decision_links, receipts, replaying)
     return WebSurface(routes, lifespan, notifier, decision_links)

@@ -55,7 +55,9 @@ async def server(tmp_path: Path) -> AsyncIterator[Server]:
     runtime = assemble(Settings(instance_id="api"), registry, store).runtime
     verifier = JwtVerifier(JwtConfig(secret=SECRET_KEY))
     config = WebConfig(public_url=BASE_URL, session_secret="s" * 32, callback_secret="c" * 32)
-    web = build_web(runtime, config, verifier, replaying=Replaying(registry, history_of(store)))
+    view = history_of(store)
+    assert view is not None
+    web = build_web(runtime, config, verifier, replaying=Replaying(registry, view))
     app = build_http_app(runtime, BearerAuth(verifier, BASE_URL), HttpOptions(routes=web.routes))
     client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE_URL)
     try:

@@ -194,7 +194,8 @@ async def run_http(
     down gracefully. ``signoff demo`` serves exactly this, on ``sockets`` it bound first."""
     verifier = auth.verifier if isinstance(auth, BearerAuth) else None
     notifications.use_links(application.runtime, application.store.links)
-    replaying = Replaying(application.registry, history_of(application.store))
+    history = history_of(application.store)
+    replaying = Replaying(application.registry, history) if history is not None else None
     web = build_web(
         application.runtime,
         web_config,

@@ -50,10 +50,11 @@ async def open_history(url: str) -> History:
     return await SqlHistory.open(url)
 
 
-def history_of(store: Store) -> Callable[[], Awaitable[History]]:
+def history_of(store: Store) -> Callable[[], Awaitable[History]] | None:
     """A way to open ``store``'s own history read-only, each time a replay needs it (the
     server's ``POST /api/policy/replay``): the in-memory store's, or new read-only connections
-    to the SQL store's database."""
+    to the SQL store's database; ``None`` for any other store (the endpoint is then not
+    served)."""
     if isinstance(store, InMemoryStore):
 
         async def memory() -> History:
@@ -63,7 +64,7 @@ def history_of(store: Store) -> Callable[[], Awaitable[History]]:
     from signoff.store.sql import SqlStore
 
     if not isinstance(store, SqlStore):
-        raise TypeError(f"no history view for {type(store).__name__}")
+        return None
     url = store.engine.url
 
     async def sql() -> History:

@@ -179,7 +179,7 @@ _DECIDING = frozenset(
 
 def substance_problems(run: ActionRun, events: list[AuditEvent]) -> list[str]:
     """The stored run's substance — proposed input, principal and tenant, approved input and
-    amendments, decisions, result and output — against the digests its chained events carry
+    amendments, decisions, the requester's confirmation, result and output — against the digests its chained events carry
     (``core/substance.py``). A run proposed before the digests existed is not judged here."""
     opened = events[0].data if events and events[0].kind == AuditKind.PROPOSED else None
     if not opened or substance.INPUT_DIGEST not in opened:
@@ -211,6 +211,16 @@ def substance_problems(run: ActionRun, events: list[AuditEvent]) -> list[str]:
     )
     decisions = run.approval.decisions if run.approval is not None else ()
     differs("decisions", decided, sorted(substance.decision_digest(d) for d in decisions))
+    confirmed = [
+        e.data[substance.CONFIRMATION_DIGEST]
+        for e in events
+        if e.data and substance.CONFIRMATION_DIGEST in e.data
+    ]
+    differs(
+        "requester confirmation",
+        confirmed[-1] if confirmed else None,
+        substance.confirmation_digest(run),
+    )
     results = [e.data for e in events if e.data and substance.RESULT_DIGEST in e.data]
     if run.result is not None or results:
         ended = results[-1] if results else {}

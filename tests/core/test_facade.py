@@ -76,6 +76,7 @@ def test_every_public_name_of_the_runtime_is_a_governed_operation_a_read_or_a_ch
     assert public_names(Runtime) == {
         # governed operations
         "propose",
+        "confirm",  # the requester's own answer to its pending confirmation
         "decide",
         "cancel",
         "complete",
@@ -83,6 +84,7 @@ def test_every_public_name_of_the_runtime_is_a_governed_operation_a_read_or_a_ch
         # reads, scoped to a tenant
         "get",
         "get_run",
+        "confirmation_request",  # what the requester is shown (its own pending run only)
         "resolve_id",  # a person's short run id, among the runs the reader may see
         "wait",
         "list_runs",

@@ -40,6 +40,11 @@ def amended(
 ) -> ActionRun:
     """``run`` (not committed) carrying the approved input and the record of this amendment."""
     allowed = set(action.definition.approval.amend)
+    if run.approval is not None and run.approval.confirmation is not None:
+        raise AmendmentRefused(
+            Code.AMENDMENT_NOT_ALLOWED,
+            "The requester confirmed exactly this input (approval.confirm); it cannot be amended.",
+        )
     if not changes or len(changes) > MAX_AMENDED_FIELDS:
         raise AmendmentRefused(
             Code.AMENDMENT_NOT_ALLOWED, "An amendment changes at least one field."

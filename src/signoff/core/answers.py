@@ -42,7 +42,7 @@ def stored_statuses_for(status: ExecutionStatus) -> frozenset[RunStatus]:
 
 
 def terminal_status_for(result: ExecutionResult) -> RunStatus:
-    if result.code == Code.APPROVAL_EXPIRED:
+    if result.code in (Code.APPROVAL_EXPIRED, Code.CONFIRMATION_EXPIRED):
         return RunStatus.EXPIRED
     if result.code == Code.ACTION_RUNTIME_FAILED:
         return RunStatus.RUNTIME_FAILED
@@ -87,6 +87,12 @@ def outcome_of(run: ActionRun, **overrides: Any) -> ActionOutcome:
             "retry": RetryDisposition.AFTER_APPROVAL,
             "message": f"Waiting for {missing} approval(s) from role {roles}.",
         }
+        if run.approval is not None and run.approval.awaits_confirmation:
+            fields.update(
+                code=Code.CONFIRMATION_REQUIRED,
+                message="Waiting for your own confirmation of exactly what will run "
+                "(asked in your MCP host).",
+            )
     elif run.status is RunStatus.WAITING_EXTERNAL:
         fields = {
             "status": ExecutionStatus.ACCEPTED,

@@ -15,7 +15,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from signoff.core import admission, limit_stage, substance
+from signoff.core import admission, confirmation, limit_stage, substance
 from signoff.core.amendments import AmendmentRefused, amended
 from signoff.core.answers import outcome_of
 from signoff.core.audit_events import Actor, AuditKind, Decision
@@ -318,6 +318,7 @@ class Approvals:
     async def expire(self, run: ActionRun) -> bool:
         """Move an overdue run to EXPIRED; ``False`` when another write got there first."""
         result = ExecutionResult.denied(Code.APPROVAL_EXPIRED, "Nobody approved it in time.")
+        result = confirmation.expiry(run) or result
         outcome = await self._ledger.terminal(
             run, result, AuditKind.APPROVAL_EXPIRED, actor=Actor.SIGNOFF
         )

@@ -49,6 +49,11 @@ class AuditKind(StrEnum):
     ATTEMPT_FAILED = "attempt_failed"
     """An in-run attempt failed and is retried with the same operation id (``retry.py``)."""
     RECOVERY_HANDED_OVER = "recovery_handed_over"
+    CONFIRMED = "confirmed"
+    """The requester confirmed what will run (``approval.confirm``); approvers decide next."""
+    CONFIRMATION_DECLINED = "confirmation_declined"
+    CONFIRMATION_FALLBACK = "confirmation_fallback"
+    """The host could not ask the requester: the manifest's fallback routed it to approvers."""
 
 
 class Actor(StrEnum):

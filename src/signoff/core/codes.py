@@ -119,6 +119,10 @@ class Code(StrEnum):
     RECEIPT_TRAIL_INCONSISTENT = "RECEIPT_TRAIL_INCONSISTENT"
     RECEIPT_KEYS_MISSING = "RECEIPT_KEYS_MISSING"
     MANIFEST_INVALID = "MANIFEST_INVALID"
+    CONFIRMATION_REQUIRED = "CONFIRMATION_REQUIRED"
+    CONFIRMATION_DECLINED = "CONFIRMATION_DECLINED"
+    CONFIRMATION_UNAVAILABLE = "CONFIRMATION_UNAVAILABLE"
+    CONFIRMATION_EXPIRED = "CONFIRMATION_EXPIRED"
 
 
 CODE_DESCRIPTIONS: dict[Code, str] = {
@@ -178,4 +182,8 @@ CODE_DESCRIPTIONS: dict[Code, str] = {
     Code.RECEIPT_TRAIL_INCONSISTENT: "The run's stretch of the chain does not reach its signed checkpoint: no receipt is made.",
     Code.RECEIPT_KEYS_MISSING: "The server holds no audit signing key (or not the checkpoint's key): it cannot sign a receipt.",
     Code.MANIFEST_INVALID: "The manifests given do not load; each problem has its file, line and code.",
+    Code.CONFIRMATION_REQUIRED: "Waiting for the requester's own confirmation in the agent's host (approval.confirm); the same principal can confirm it later.",
+    Code.CONFIRMATION_DECLINED: "The requester declined (or cancelled) the confirmation; nothing ran.",
+    Code.CONFIRMATION_UNAVAILABLE: "The action needs the requester's confirmation and the host cannot ask (no elicitation capability; fallback: refuse); nothing ran.",
+    Code.CONFIRMATION_EXPIRED: "The requester did not confirm before the confirmation expired; nothing ran.",
 }

@@ -98,13 +98,16 @@ def approver_refusal(
     proposer, and decides once on what will run (an amendment after their decision lets them
     decide again); an approved run awaiting dispatch takes no more decisions; and one
     ``operator`` (the OS user behind a CLI decision) casts at most one standing vote per run,
-    whatever names it gives. Surfaces use it only to decide what to show.
+    whatever names it gives; a run whose requester has not confirmed it yet
+    (``approval.confirm``) takes no approver's decision. Surfaces use it only to decide what to show.
     """
     state = run.approval
     if state is None or state.approved_at is not None:
         return Code.APPROVAL_NOT_PENDING
     if approver.id == run.principal.id or not approver.has_any_role(state.approver_roles):
         return Code.APPROVER_NOT_ELIGIBLE
+    if state.awaits_confirmation:  # approvers decide on what the requester confirmed
+        return Code.CONFIRMATION_REQUIRED
     standing = substance.standing(run)
     if any(d.approver_id == approver.id for d in standing):
         return Code.APPROVAL_ALREADY_DECIDED
@@ -148,8 +151,17 @@ def digest_refusal(
 ) -> ExecutionResult | None:
     """Dispatch runs exactly what was approved: the digest recomputed now (the definition
     revision dispatching it, what will run, resource, principal, tenant) must equal the digest
-    every standing approval recorded."""
+    every standing approval recorded, and a requester confirmation asked for the run must have
+    accepted exactly what will run."""
     now_digest = limit_stage.digest_of(action, run)
+    confirmation = state.confirmation
+    if confirmation is not None and (
+        not confirmation.accepted or confirmation.shown != substance.of(run).will_run_digest
+    ):  # the requester confirmed something else (or nothing): never run it
+        return ExecutionResult.denied(
+            Code.APPROVAL_DIGEST_MISMATCH,
+            "What would run is not what the requester confirmed; nothing ran.",
+        )
     standing = substance.standing(run.model_copy(update={"approval": state}))
     approved = [
         d.digest for d in standing if d.decision is ApprovalVote.APPROVE and d.digest is not None

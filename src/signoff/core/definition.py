@@ -109,6 +109,26 @@ class Escalation(_Frozen):
     explain: str | None = None  # the manifest's sentence for approvers; None: derived from when
 
 
+class ConfirmFallback(StrEnum):
+    """What a requester confirmation does when the host cannot ask (no elicitation capability)."""
+
+    APPROVERS = "approvers"
+    REFUSE = "refuse"
+
+
+DEFAULT_CONFIRM_WAIT = timedelta(seconds=60)
+
+
+class ConfirmSpec(_Frozen):
+    """``approval.confirm``: the requester's own human confirms what will run before it runs
+    (``core/confirmation.py``). Never an approval: a rule that needs approvers still needs them."""
+
+    when: str = "true"
+    fallback: ConfirmFallback = ConfirmFallback.REFUSE
+    wait: timedelta = DEFAULT_CONFIRM_WAIT
+    """How long the host is given to answer before the run waits as a pending confirmation."""
+
+
 class ApprovalSpec(_Frozen):
     """When approval is needed and who may give it. ``ApprovalSpec()`` is the contract's safe default."""
 
@@ -122,6 +142,9 @@ class ApprovalSpec(_Frozen):
     )
     escalate: tuple[Escalation, ...] = Field(
         default=(), description="Higher tiers: more approvers when a rule matches the input."
+    )
+    confirm: ConfirmSpec | None = Field(
+        default=None, description="The requester confirms what will run (MCP elicitation)."
     )
 
 

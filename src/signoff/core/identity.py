@@ -21,6 +21,8 @@ class Channel(StrEnum):
     SCHEDULER = "scheduler"
     INTERNAL = "internal"
     RECOVERY = "recovery"
+    ELICITATION = "elicitation"
+    """A requester's confirmation answered in the agent's host (never a proposal's channel)."""
 
 
 class ProposerType(StrEnum):

@@ -18,13 +18,15 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from signoff.core import admission, limit_stage
+from signoff.core import admission, confirmation, limit_stage
 from signoff.core.answers import outcome_of, terminal_status_for
 from signoff.core.audit_events import AuditKind, event
 from signoff.core.background import Notifications
 from signoff.core.clock import new_run_id
 from signoff.core.codes import Code, ExecutionStatus, RetryDisposition
-from signoff.core.definition import ExecutorMode
+from signoff.core.confirmation import Confirmations
+from signoff.core.confirmer import Confirmer
+from signoff.core.definition import ConfirmFallback, ExecutorMode
 from signoff.core.dispatcher import Dispatcher
 from signoff.core.input_limits import DEFAULT_LIMITS, InputLimits, screen, storable_key
 from signoff.core.ledger import RunLedger
@@ -53,7 +55,9 @@ class Pipeline:
         limits: InputLimits = DEFAULT_LIMITS,
         observer: RuntimeObserver = NO_OBSERVER,
         pending_per_principal: int | None = None,
+        confirmations: Confirmations | None = None,
     ) -> None:
+        self._confirmations = confirmations
         self._limits = limits
         self._pending_per_principal = pending_per_principal
         self._registry = registry
@@ -78,8 +82,11 @@ class Pipeline:
         )
         return len(waiting) >= cap
 
-    async def propose(self, proposal: ActionProposal) -> ActionOutcome:
-        """Govern one proposal.
+    async def propose(
+        self, proposal: ActionProposal, confirmer: Confirmer | None = None
+    ) -> ActionOutcome:
+        """Govern one proposal; ``confirmer`` asks the requester's human when the action wants
+        the requester's confirmation (``approval.confirm``, ``confirmation.py``).
 
         If signoff itself fails (a store outage), the answer is ``ACTION_RUNTIME_FAILED`` /
         ``MANUAL_REVIEW`` with the run id: the run may or may not have been recorded, and a run
@@ -87,7 +94,7 @@ class Pipeline:
         """
         run_id = new_run_id()
         try:
-            return await self._propose(proposal, run_id)
+            return await self._propose(proposal, run_id, confirmer)
         except Exception:
             log.exception("run %s: signoff failed while governing %s", run_id, proposal.action_id)
             return ActionOutcome(
@@ -100,7 +107,9 @@ class Pipeline:
                 "signoff_get_run before retrying with the same idempotency_key.",
             )
 
-    async def _propose(self, proposal: ActionProposal, run_id: str) -> ActionOutcome:
+    async def _propose(
+        self, proposal: ActionProposal, run_id: str, confirmer: Confirmer | None
+    ) -> ActionOutcome:
         now = self._clock.now()
         # Input limits first (contract §9): nothing a proposal carries is stored unchecked.
         refused = screen(proposal.action_id, proposal.input, self._limits)
@@ -182,7 +191,16 @@ class Pipeline:
         checks = limit_stage.checks_for(action, run, admission.policy_input(run, now))
         if isinstance(checks, ExecutionResult):
             return await self._refuse(run, events, checks)
-        if decision.approval_required and await self._too_many_pending(run):
+        approval_required, confirm = decision.approval_required, decision.confirmation_required
+        if confirm and (confirmer is None or not confirmer.available):
+            spec = action.definition.approval.confirm
+            assert spec is not None
+            if spec.fallback is ConfirmFallback.REFUSE:
+                return await self._refuse(run, events, confirmation.unavailable())
+            confirm, approval_required = False, True  # the manifest routes it to approvers
+            events.append(event(run, AuditKind.CONFIRMATION_FALLBACK, now, fallback=spec.fallback))
+        waits = approval_required or confirm
+        if waits and await self._too_many_pending(run):
             return await self._refuse(
                 run,
                 events,
@@ -194,7 +212,7 @@ class Pipeline:
             )
         scope = admission.duplicate_scope(action, run)
         evaluated = run
-        background = action.definition.mode is ExecutorMode.ASYNC and not decision.approval_required
+        background = action.definition.mode is ExecutorMode.ASYNC and not waits
         if background and not self._dispatcher.admit_background(run.tenant_id):
             return await self._refuse(
                 run,
@@ -204,7 +222,7 @@ class Pipeline:
                 ),
             )
         preview = None
-        if decision.approval_required and action.definition.preview is not None:
+        if waits and action.definition.preview is not None:
             # The dry run happens before anything is reserved: a failed preview asks nobody.
             found = await run_preview(action, run, now)
             if isinstance(found, ExecutionResult):
@@ -215,19 +233,18 @@ class Pipeline:
         if scope is not None:
             events.append(event(run, AuditKind.RESERVED, now, scope=scope.visibility))
         reserved = list(events)
-        if decision.approval_required:
+        if waits:
+            requested = limit_stage.requested_approval(
+                action, run, now, count=decision.approvals_needed
+            )
+            if confirm:
+                requested = confirmation.asked(requested, run, now, approvers=approval_required)
             waiting = run.advance(
-                RunStatus.WAITING_APPROVAL,
-                now,
-                duplicate_scope=scope,
-                approval=limit_stage.requested_approval(
-                    action, run, now, count=decision.approvals_needed
-                ),
+                RunStatus.WAITING_APPROVAL, now, duplicate_scope=scope, approval=requested
             )
             run = waiting if preview is None else waiting.model_copy(update={"preview": preview})
-            events.append(
-                event(run, AuditKind.APPROVAL_REQUESTED, now, code=Code.APPROVAL_REQUIRED)
-            )
+            code = Code.CONFIRMATION_REQUIRED if confirm else Code.APPROVAL_REQUIRED
+            events.append(event(run, AuditKind.APPROVAL_REQUESTED, now, code=code))
         else:
             run = self._dispatcher.start_attempt(run, now, duplicate_scope=scope)
             events.append(event(run, AuditKind.DISPATCHING, now, attempt=run.attempt))
@@ -253,14 +270,17 @@ class Pipeline:
             if not verdict.exceeded:
                 return planned.model_copy(update={"limits_held": names}), planned_events
             reason = limit_stage.approval_reason(verdict)
+            held = limit_stage.requested_approval(
+                action, evaluated, now, reason, count=decision.approvals_needed
+            )
+            if confirm:  # the requester confirms first, then the approvers the limit asks for
+                held = confirmation.asked(held, evaluated, now, approvers=True)
             parked = evaluated.advance(
                 RunStatus.WAITING_APPROVAL,
                 now,
                 duplicate_scope=scope,
                 limits_held=names,
-                approval=limit_stage.requested_approval(
-                    action, evaluated, now, reason, count=decision.approvals_needed
-                ),
+                approval=held,
             )
             requested = event(
                 parked,
@@ -294,6 +314,10 @@ class Pipeline:
         if run.status is RunStatus.WAITING_APPROVAL:
             if background:  # parked by a limit: its lane slot was never used
                 self._dispatcher.release_background(run.tenant_id)
+            state = run.approval
+            if state is not None and state.awaits_confirmation:
+                assert confirmer is not None and self._confirmations is not None
+                return await self._confirmations.ask(action, run, confirmer)
             self._notifications.requested(run)
             return outcome_of(run)
         return await self._dispatcher.dispatch(action, run)

@@ -39,6 +39,8 @@ class PolicyDecision:
     # failed) and which escalation tiers matched (their indexes), for explanations (replay).
     rule: str | None = None
     tiers: tuple[int, ...] = ()
+    # The requester confirms what will run first (``approval.confirm`` matched).
+    confirmation_required: bool = False
 
 
 _STRING: Final = {"type": "string"}
@@ -156,9 +158,16 @@ def evaluate_policy(action: CompiledAction, request: PolicyInput) -> PolicyDecis
                 tiers.append(index)
         except CelEvaluationError as exc:
             return _error(f"approval.escalate[{index}]", exc)
+    confirm = False
+    if action.confirm_when is not None:
+        try:
+            confirm = action.confirm_when.evaluate_bool(variables)
+        except CelEvaluationError as exc:
+            return _error("approval.confirm.when", exc)
     return PolicyDecision(
         resource=resource,
         approval_required=approval_required,
         approvals_needed=needed,
         tiers=tuple(tiers),
+        confirmation_required=confirm,
     )

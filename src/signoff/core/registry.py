@@ -43,6 +43,8 @@ class CompiledAction:
     """Every code a call can answer with (``possible_codes``); ``None``: open."""
     # One compiled ``sum`` per entry of ``definition.limits`` (None: a count-only limit).
     limit_sums: tuple[CelExpression | None, ...] = ()
+    confirm_when: CelExpression | None = None
+    """``approval.confirm.when`` compiled (``None``: the action asks no confirmation)."""
 
     @property
     def id(self) -> str:
@@ -104,6 +106,8 @@ def compile_action(definition: ActionDefinition) -> CompiledAction:
         tier_when = cel_at(f"approval.escalate[{index}].when", tier.when)
         if tier_when is not None:
             escalations.append((tier_when, tier.count))
+    confirm = definition.approval.confirm
+    confirm_when = cel_at("approval.confirm.when", confirm.when) if confirm is not None else None
     limit_sums = tuple(
         cel_at(f"limits[{index}].sum", limit.sum) if limit.sum is not None else None
         for index, limit in enumerate(definition.limits)
@@ -122,6 +126,7 @@ def compile_action(definition: ActionDefinition) -> CompiledAction:
         output_validator=output_validator,
         codes=frozenset(codes) if (codes := possible_codes(definition)) is not None else None,
         limit_sums=limit_sums,
+        confirm_when=confirm_when,
     )
 
 

@@ -96,6 +96,26 @@ class ApprovalDecision(BaseModel):
     )
 
 
+class Confirmation(BaseModel):
+    """A requester confirmation asked for a run (``approval.confirm``): the digest of what will
+    run as it was shown, and the requester's decision once it arrives (channel ``elicitation``).
+    Kept apart from approvers' decisions: it never counts towards a quorum."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    shown: str = Field(description="Digest of what will run (``substance.will_run``) as shown.")
+    asked_at: datetime
+    decision: ApprovalDecision | None = None
+
+    @property
+    def pending(self) -> bool:
+        return self.decision is None
+
+    @property
+    def accepted(self) -> bool:
+        return self.decision is not None and self.decision.decision is ApprovalVote.APPROVE
+
+
 class ApprovalState(BaseModel):
     """The approval a run waits for, and the decisions received so far."""
 
@@ -118,9 +138,21 @@ class ApprovalState(BaseModel):
     reason: str | None = Field(
         default=None, description="Why approval is needed when a cumulative limit asks for it."
     )
+    confirmation: Confirmation | None = Field(
+        default=None, description="The requester's confirmation asked for (approval.confirm)."
+    )
     approved_at: datetime | None = None
     """Quorum reached by a decision recorded without dispatching (the CLI on the database): the
     run waits, approved, until a serving process resumes it through the same stages."""
+
+    @property
+    def awaits_confirmation(self) -> bool:
+        return self.confirmation is not None and self.confirmation.pending
+
+    @property
+    def needs_approvers(self) -> bool:
+        """Approvers decide too (an empty role list: only the requester confirms)."""
+        return bool(self.approver_roles)
 
     def approvals(self) -> list[ApprovalDecision]:
         return [d for d in self.decisions if d.decision is ApprovalVote.APPROVE]

@@ -23,6 +23,8 @@ from signoff.core.background import Background, Notifications
 from signoff.core.cancellation import Cancellation
 from signoff.core.clock import SystemClock, new_token
 from signoff.core.codes import Code
+from signoff.core.confirmation import Confirmations
+from signoff.core.confirmer import ConfirmationAnswer, ConfirmationRequest, Confirmer
 from signoff.core.dispatch import AsyncLane
 from signoff.core.dispatcher import Dispatcher
 from signoff.core.external import CompletionResult, External
@@ -41,11 +43,7 @@ from signoff.core.repair import Repair, RepairRequest
 from signoff.core.results import ActionOutcome, ExecutionResult
 from signoff.core.retry import Sleeper
 from signoff.core.run import ActionRun, RunStatus
-from signoff.core.visibility import (
-    Reader,
-    approver_may_address,
-    masked_outcome,
-)
+from signoff.core.visibility import Reader, approver_may_address, masked_outcome
 
 __all__ = [
     "DEFAULT_PENDING_PER_PRINCIPAL",
@@ -91,10 +89,12 @@ class Runtime:
             self._ledger, self._clock, self._worker_id, lane, sleep, observer=self._observer
         )
         stage = (registry, self._ledger, self._dispatcher, self._notifications, self._clock)
-        self._pipeline = Pipeline(
-            *stage, input_limits, self._observer, pending_per_principal=pending_per_principal
-        )
         self._approvals = Approvals(*stage, fleet_ttl=worker_ttl)
+        self._confirmations = Confirmations(*stage, expire=self._approvals.expire,
+                                           shield=self._background.shield)  # fmt: skip
+        self._pipeline = Pipeline(*stage, input_limits, self._observer,
+                                  pending_per_principal=pending_per_principal,
+                                  confirmations=self._confirmations)  # fmt: skip
         self._external = External(registry, self._ledger, self._clock)
         self._cancellation = Cancellation(self._ledger, self._approvals, self._external)
         self._repair = Repair(
@@ -128,15 +128,26 @@ class Runtime:
 
     # ------------------------------------------------------- governed operations
     # Each finishes its durable steps even if the caller goes away (a client hanging up).
-    async def propose(self, proposal: ActionProposal) -> ActionOutcome:
-        """Govern one proposal (``pipeline.py``); the observer hears how it was answered, and
-        sensitive output values come back masked."""
+    async def propose(self, proposal: ActionProposal, confirmer: Confirmer | None = None
+                      ) -> ActionOutcome:  # fmt: skip
+        """Govern one proposal (``pipeline.py``; ``confirmer`` asks the requester's human); the
+        observer hears how it was answered, and sensitive output values come back masked."""
         started = time.perf_counter()
-        outcome = await self._background.shield(self._pipeline.propose(proposal))
+        outcome = await self._background.shield(self._pipeline.propose(proposal, confirmer))
         action = self._registry.resolve(proposal.action_id)
         elapsed = time.perf_counter() - started
         self._observer.call_finished(call_report(proposal, outcome, elapsed, action))
         return masked_outcome(outcome, action.definition if action is not None else None)
+
+    async def confirm(self, run_id: str, tenant_id: str, principal: Principal,
+                      answer: ConfirmationAnswer, shown: str | None = None) -> ActionOutcome:  # fmt: skip
+        """The requester's answer to its run's pending confirmation (``confirmation.py``)."""
+        return await self._confirmations.answer(run_id, tenant_id, principal, answer, shown)
+
+    async def confirmation_request(self, run_id: str, tenant_id: str, principal: Principal
+                                   ) -> ConfirmationRequest | None:  # fmt: skip
+        """What ``principal`` is shown to confirm its pending run (masked), or ``None``."""
+        return await self._confirmations.pending(run_id, tenant_id, principal)
 
     async def decide(
         self, run_id: str, tenant_id: str, request: DecisionRequest, *, reader: Reader | None = None
@@ -161,14 +172,8 @@ class Runtime:
         shown = masked_outcome(result.outcome, action.definition if action is not None else None)
         return DecisionResult(result.code, shown, result.accepted)
 
-    async def _report_decision(
-        self,
-        run_id: str,
-        tenant_id: str,
-        request: DecisionRequest,
-        result: DecisionResult,
-        started: float,
-    ) -> None:
+    async def _report_decision(self, run_id: str, tenant_id: str, request: DecisionRequest,
+                               result: DecisionResult, started: float) -> None:  # fmt: skip
         outcome = result.outcome
         waited: float | None = None
         if result.accepted and outcome is not None and outcome.approval is None:

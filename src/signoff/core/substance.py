@@ -17,7 +17,8 @@ Digests are SHA-256 (hex) of the RFC 8785 canonical JSON of the value as stored
 (``chain.chain_safe``), so anybody can recompute them from a stored run. The run's audit events
 carry them (``facts``): ``proposed`` carries the proposed input's and the principal's (with the
 tenant), a decision carries its own digest, a decision that amended carries the approved
-input's and the amendment record's, every event of a finished run carries its result's and
+input's and the amendment record's, a requester's confirmation carries its decision's
+(``confirmation_digest``; the decision holds the digest of what was shown), every event of a finished run carries its result's and
 output's. ``audit verify`` recomputes each from the stored run and
 compares (``audit_check.substance_problems``).
 """
@@ -41,6 +42,7 @@ RESULT_DIGEST = "result_digest"
 OUTPUT_DIGEST = "output_digest"
 DECISION_DIGEST = "decision_digest"
 AMENDMENTS_DIGEST = "amendments_digest"
+CONFIRMATION_DIGEST = "confirmation_digest"
 
 
 def digest(value: Any) -> str:
@@ -61,6 +63,15 @@ def result_digest(result: ExecutionResult) -> str:
 def decision_digest(decision: ApprovalDecision) -> str:
     """One approver's decision as stored on the run."""
     return digest(decision.model_dump(mode="json"))
+
+
+def confirmation_digest(run: ActionRun) -> str | None:
+    """The requester's confirmation decision as stored on the run (``approval.confirm``)."""
+    state = run.approval
+    confirmation = state.confirmation if state is not None else None
+    if confirmation is None or confirmation.decision is None:
+        return None
+    return decision_digest(confirmation.decision)
 
 
 def amendments_digest(amendments: tuple[Amendment, ...]) -> str:

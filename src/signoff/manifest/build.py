@@ -12,6 +12,8 @@ from signoff.core.codes import ExecutionStatus, RetryDisposition
 from signoff.core.definition import (
     ActionDefinition,
     ApprovalSpec,
+    ConfirmFallback,
+    ConfirmSpec,
     DenyRule,
     DisplayFormat,
     Escalation,
@@ -31,7 +33,7 @@ from signoff.executors.http.template import parse_reference
 from signoff.manifest.durations import parse_duration
 from signoff.manifest.errors import ManifestProblem, ProblemCode
 from signoff.manifest.meaning import DocumentCheck
-from signoff.manifest.model import Display, Manifest, ResultSpec, Retry
+from signoff.manifest.model import Confirm, Display, Manifest, ResultSpec, Retry
 from signoff.manifest.shape import document_path
 
 
@@ -81,6 +83,7 @@ def definition_of(check: DocumentCheck, manifest: Manifest) -> ActionDefinition:
                 Escalation(when=_condition(tier.when), count=tier.count, explain=tier.explain)
                 for tier in spec.approval.escalate
             ),
+            confirm=_confirm(spec.approval.confirm),
         )
     deny = tuple(
         DenyRule(when=_condition(rule.when), code=rule.code, message=rule.message)
@@ -223,3 +226,15 @@ def _displays(declared: Mapping[str, Display]) -> dict[str, FieldDisplay]:
         )
         for name, shown in declared.items()
     }
+
+
+def _confirm(confirm: Confirm | str | None) -> ConfirmSpec | None:
+    if confirm is None:
+        return None
+    if isinstance(confirm, str):  # the shorthand ``confirm: requester``
+        return ConfirmSpec()
+    return ConfirmSpec(
+        when=_condition(confirm.when),
+        fallback=ConfirmFallback(confirm.fallback),
+        wait=parse_duration(confirm.wait),
+    )

@@ -82,7 +82,7 @@ class DocumentCheck:
         ):
             rules = self.at(*base)
             paths += [(*base, i, name) for i in range(len(rules) if isinstance(rules, list) else 0)]
-        return [*paths, ("spec", "approval", "when")]
+        return [*paths, ("spec", "approval", "when"), ("spec", "approval", "confirm", "when")]
 
     def cel(self, path: FieldPath) -> None:
         source = self.at(*path)

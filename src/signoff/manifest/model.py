@@ -87,6 +87,19 @@ class Escalate(_Strict):
     ``when``)."""
 
 
+class Confirm(_Strict):
+    by: Literal["requester"] = "requester"
+    """Who confirms: the requester (the principal's own human, asked in the agent's host)."""
+    when: Condition = True
+    """CEL (or true/false): when true, the requester confirms what will run before it runs."""
+    fallback: Literal["approvers", "refuse"] = "refuse"
+    """A host that cannot ask (no elicitation): approvers decide instead, or the call is refused
+    (CONFIRMATION_UNAVAILABLE)."""
+    wait: Duration = "60s"
+    """How long the host may take to answer before the run waits as a pending confirmation
+    (the requester can still confirm it until approval.expires_after)."""
+
+
 class Approval(_Strict):
     when: Condition = DEFAULT_APPROVAL_WHEN
     """CEL (or true/false): when true, a human must approve first; false opts out explicitly."""
@@ -101,6 +114,9 @@ class Approval(_Strict):
     """Input fields an approver may change before approving (re-validated and re-checked)."""
     escalate: list[Escalate] = []
     """Higher tiers: when a rule matches the (possibly amended) input, more approvers decide."""
+    confirm: Literal["requester"] | Confirm | None = None
+    """The requester's own confirmation of what will run, asked through MCP elicitation:
+    ``requester``, or ``{by: requester, when, fallback, wait}``. Never counts as an approval."""
 
 
 class Preview(_Strict):

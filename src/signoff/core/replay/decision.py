@@ -54,9 +54,14 @@ class ChangeKind(StrEnum):
 
 
 RUNTIME_STOPS = frozenset(
-    {Code.PENDING_APPROVALS_LIMIT, Code.ACTION_LANE_FULL, Code.PREVIEW_FAILED}
+    {
+        Code.PENDING_APPROVALS_LIMIT,
+        Code.ACTION_LANE_FULL,
+        Code.PREVIEW_FAILED,
+        Code.CONFIRMATION_UNAVAILABLE,
+    }
 )
-"""Refusals after policy that depend on the moment, not on the definitions."""
+"""Refusals after policy that depend on the moment (or the host), not on the definitions."""
 CLOSING = frozenset(
     {
         AuditKind.REFUSED,

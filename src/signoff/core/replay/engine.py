@@ -209,8 +209,11 @@ class Replayer:
                 Outcome.LIMIT_DENIED, Code.LIMIT_EXCEEDED, limits=names, rule=rule
             ), placed
         exceeded = tuple(u.check.spec.name for u in limits.exceeded)
-        if asked or exceeded:
-            rule = approval_rule if asked else rules.limits_rule(limits, denied=False)
+        # A requester confirmation waits like an approval (whoever the host could ask).
+        if asked or exceeded or decision.confirmation_required:
+            rule = (
+                approval_rule if asked or not exceeded else rules.limits_rule(limits, denied=False)
+            )
             return decided(Outcome.APPROVAL, limits=exceeded, rule=rule), placed
         return decided(Outcome.DISPATCH), placed
 

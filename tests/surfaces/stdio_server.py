@@ -16,6 +16,7 @@ from signoff.surfaces.access.caller import IdentityError, make_caller
 from signoff.surfaces.mcp import SignoffMCP, fixed_identity
 from signoff.surfaces.mcp.serving import serve_stdio
 from tests.helpers import Recorder, definition
+from tests.surfaces.confirming import confirm_definitions
 from tests.surfaces.support import lookup_definition
 
 
@@ -30,9 +31,10 @@ def main() -> int:
         print(f"signoff: refusing to start: {exc}", file=sys.stderr)
         return 2
     recorder = Recorder()
-    runtime = Runtime(
-        ActionRegistry([definition(recorder), lookup_definition(recorder)]), InMemoryStore()
-    )
+    definitions = [definition(recorder), lookup_definition(recorder)]
+    if os.environ.get("SIGNOFF_TEST_CONFIRM"):  # the requester-confirmation actions too
+        definitions += confirm_definitions(recorder)
+    runtime = Runtime(ActionRegistry(definitions), InMemoryStore())
     asyncio.run(serve_stdio(SignoffMCP(runtime, fixed_identity(caller))))
     return 0
 

@@ -29,6 +29,7 @@ from pydantic import BaseModel
 
 from signoff import __version__
 from signoff.core.codes import Code
+from signoff.core.confirmer import Confirmer
 from signoff.core.definition import tool_name
 from signoff.core.identity import Channel, ProposerType
 from signoff.core.input_limits import safe_text
@@ -37,7 +38,8 @@ from signoff.core.results import ActionOutcome
 from signoff.core.runtime import Runtime
 from signoff.surfaces.access.caller import Caller
 from signoff.surfaces.draining import Draining
-from signoff.surfaces.mcp import tools
+from signoff.surfaces.mcp import confirm, tools
+from signoff.surfaces.mcp.confirm import SessionConfirmer
 from signoff.surfaces.mcp.identity import Identify
 from signoff.surfaces.mcp.operations import OperationsMiddleware
 from signoff.surfaces.mcp.runs import RunQueries
@@ -120,6 +122,7 @@ class SignoffMCP:
         self.server.add_request_handler("tools/call", types.CallToolRequestParams, self._call_tool)
         self.server.middleware.append(self._track_legacy_connection)
         ids = TaskIds(task_secret if task_secret is not None else secrets.token_bytes(32))
+        self._ids = ids
         self._tasks = Tasks(runtime, self._runs, ids, self._caller, _outcome_result)
         self._tasks.register(self.server)
         self.server.middleware.append(OperationsMiddleware(self._is_tool, draining))
@@ -166,7 +169,7 @@ class SignoffMCP:
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult | dict[str, Any]:
+    ) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
         caller = self._caller(ctx)
         arguments = dict(params.arguments or {})
         builtin = self._builtins.get(params.name)
@@ -192,14 +195,37 @@ class SignoffMCP:
         action = self.runtime.action_for_tool(params.name)
         # An unknown name goes to the pipeline as it is: it records ACTION_NOT_REGISTERED.
         action_id = action.id if action is not None else params.name
-        outcome = await self.propose(caller, action_id, arguments)
+        handle = confirm.opened_state(params.request_state)
+        if handle is not None:  # a 2026-07-28 retry answering our confirmation form
+            outcome = await confirm.answered(
+                self.runtime, self._runs, self._ids, caller, handle, params
+            )
+        else:
+            outcome = await self.propose(caller, action_id, arguments, SessionConfirmer(ctx))
+        pending = outcome.code == Code.CONFIRMATION_REQUIRED
+        if pending and confirm.modern(ctx) and confirm.can_elicit(ctx):
+            request = await self.runtime.confirmation_request(
+                outcome.run_id, caller.tenant_id, caller.principal
+            )
+            if request is not None:
+                state = self._ids.issue(caller.tenant_id, outcome.run_id)
+                return confirm.input_required(request, state)
+        return await self._answer(ctx, caller, outcome)
+
+    async def _answer(
+        self, ctx: ServerRequestContext[Any, Any], caller: Caller, outcome: ActionOutcome
+    ) -> types.CallToolResult | dict[str, Any]:
         if not outcome.status.is_final and outcome.run_id and declared(ctx):
             # The run is committed (the runtime answers only after that): hand out its task.
             return await self._tasks.created(caller, outcome)
         return _tool_result(outcome, is_error=outcome.is_error)
 
     async def propose(
-        self, caller: Caller, action_id: str, arguments: dict[str, Any]
+        self,
+        caller: Caller,
+        action_id: str,
+        arguments: dict[str, Any],
+        confirmer: Confirmer | None = None,
     ) -> ActionOutcome:
         """Hand one tool call to the pipeline; the runtime finishes it even if the client leaves."""
         if len(action_id) > 255:
@@ -221,7 +247,7 @@ class SignoffMCP:
             proposer_type=ProposerType.AGENT,
             idempotency_key=key,
         )
-        return await self.runtime.propose(proposal)
+        return await self.runtime.propose(proposal, confirmer)
 
     async def _get_run(self, caller: Caller, arguments: dict[str, Any]) -> tuple[BaseModel, bool]:
         outcome = await self._runs.get(

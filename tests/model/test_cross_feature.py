@@ -51,15 +51,18 @@ from signoff.audit.verify import verify_trail
 from signoff.core import limit_stage, substance
 from signoff.core.clock import ManualClock
 from signoff.core.codes import Code
+from signoff.core.confirmer import ConfirmationAnswer, ConfirmationRequest
 from signoff.core.decisions import approver_refusal
 from signoff.core.definition import (
     ActionDefinition,
     ApprovalSpec,
+    ConfirmSpec,
     ExecutorMode,
     IdempotencySpec,
     PolicySpec,
     RetrySpec,
 )
+from signoff.core.identity import Channel
 from signoff.core.limits import LimitSpec, OnExceed
 from signoff.core.ports import Store
 from signoff.core.registry import ActionRegistry
@@ -87,6 +90,21 @@ SPEND = LimitSpec(
     name="spend", window=WINDOW, sum="input.amount", max=SPEND_MAX, on_exceed=OnExceed.DENY
 )
 CALLS = LimitSpec(name="calls", window=WINDOW, count=CALLS_MAX)
+CONFIRM_ABOVE = 9000.0
+"""Payments above this also need the requester's own confirmation (``approval.confirm``)."""
+
+
+@dataclass
+class Human:
+    """The requester's host: answers ``answer`` (``None``: no answer now)."""
+
+    answer: ConfirmationAnswer | None
+    available: bool = True
+
+    async def ask(self, request: ConfirmationRequest) -> ConfirmationAnswer | None:
+        return self.answer
+
+
 PAY_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -148,6 +166,7 @@ def actions(bank: Bank) -> list[ActionDefinition]:
             count=2,
             expires_after=WINDOW,
             amend=("amount",),
+            confirm=ConfirmSpec(when=f"input.amount > {CONFIRM_ABOVE}"),
         ),
         limits=(SPEND, CALLS),
         executor=bank.pay,
@@ -272,15 +291,43 @@ class CrossFeatureMachine(RuleBasedStateMachine):
         amount=st.sampled_from([10, 900, 5000, 9500, 15000]),
         mode=st.sampled_from(["ok", "ok", "flaky", "lost", "lost", "boom"]),
         reuse=st.booleans(),
+        answer=st.sampled_from([*ConfirmationAnswer, ConfirmationAnswer.ACCEPT, None]),
     )
-    def propose_a_payment(self, agent: Principal, amount: int, mode: str, reuse: bool) -> None:
+    def propose_a_payment(
+        self,
+        agent: Principal,
+        amount: int,
+        mode: str,
+        reuse: bool,
+        answer: ConfirmationAnswer | None,
+    ) -> None:
         if not reuse:
             self.keys += 1
         key = f"k{self.keys}"
         data = {"invoice_id": f"INV-{self.keys}", "amount": amount, "mode": mode}
-        self._saw(
-            self._run(self.runtime.propose(proposal(data, key, agent, self.tenant, "invoice.pay")))
-        )
+        paying = proposal(data, key, agent, self.tenant, "invoice.pay")
+        self._saw(self._run(self.runtime.propose(paying, Human(answer))))
+
+    @rule(data=st.data(), accept=st.booleans(), stranger=st.booleans())
+    def the_requester_answers_later(
+        self, data: st.DataObject, accept: bool, stranger: bool
+    ) -> None:
+        """A pending confirmation answered later: only its own principal is heard."""
+        waiting = [
+            r
+            for r in self._where(RunStatus.WAITING_APPROVAL)
+            if r.approval is not None and r.approval.awaits_confirmation
+        ]
+        if not waiting:
+            return
+        run = data.draw(st.sampled_from(waiting))
+        who = next(a for a in AGENTS if (a.id != run.principal.id) == stranger)
+        answer = ConfirmationAnswer.ACCEPT if accept else ConfirmationAnswer.DECLINE
+        outcome = self._run(self.runtime.confirm(run.run_id, self.tenant, who, answer))
+        if stranger:
+            assert outcome.code == Code.ACTION_RUN_NOT_FOUND
+            return
+        self._saw(outcome)
 
     @rule(agent=st.sampled_from(AGENTS), mode=st.sampled_from(["ok", "ok", "boom"]))
     def propose_a_shipment(self, agent: Principal, mode: str) -> None:
@@ -486,6 +533,24 @@ class CrossFeatureMachine(RuleBasedStateMachine):
             assert len(approvers) >= 2, run
             digest = limit_stage.digest_of(pay, run, revision=run.approval.revision)
             assert all(d.digest == digest for d in standing), run
+
+    @invariant()
+    def what_ran_was_confirmed(self) -> None:
+        """Every payment above the confirmation line ran only on its requester's own accepted
+        confirmation of exactly what ran (a repair: its original's)."""
+        runs = {r.run_id: r for r in self._stored()}
+        for run_id, _, sent in self.bank.calls:
+            run = runs[run_id]
+            original = runs.get(run.repair_of, run) if run.repair_of else run
+            if run.action_id != "invoice.pay" or float(sent["amount"]) <= CONFIRM_ABOVE:
+                continue
+            state = original.approval
+            confirmation = state.confirmation if state is not None else None
+            assert confirmation is not None and confirmation.accepted, original
+            decision = confirmation.decision
+            assert decision is not None and decision.approver_id == original.principal.id
+            assert decision.channel is Channel.ELICITATION
+            assert decision.digest == substance.digest(sent), (decision, sent)
 
     @invariant()
     def one_effect_per_operation(self) -> None:

@@ -16,7 +16,6 @@ from signoff.surfaces.access.caller import IdentityError, make_caller
 from signoff.surfaces.mcp import SignoffMCP, fixed_identity
 from signoff.surfaces.mcp.serving import serve_stdio
 from tests.helpers import Recorder, definition
-from tests.surfaces.confirming import confirm_definitions
 from tests.surfaces.support import lookup_definition
 
 
@@ -33,6 +32,8 @@ def main() -> int:
     recorder = Recorder()
     definitions = [definition(recorder), lookup_definition(recorder)]
     if os.environ.get("SIGNOFF_TEST_CONFIRM"):  # the requester-confirmation actions too
+        from tests.surfaces.confirming import confirm_definitions
+
         definitions += confirm_definitions(recorder)
     runtime = Runtime(ActionRegistry(definitions), InMemoryStore())
     asyncio.run(serve_stdio(SignoffMCP(runtime, fixed_identity(caller))))

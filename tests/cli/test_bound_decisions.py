@@ -29,11 +29,8 @@ AGENT = Principal(id="agent-1", roles=("billing",))
 LEAD1 = Principal(id="lead-1", roles=("billing-lead",))
 
 
-@pytest.fixture
-def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, Path]:
-    """A database and the demo manifests, with the reminder needing two leads."""
-    monkeypatch.setenv("SIGNOFF_DEMO_INVOICES_DB", str(tmp_path / "invoices.db"))
-    ensure_seeded("acme")
+def two_lead_manifests(tmp_path: Path) -> Path:
+    """The demo manifests, with the reminder needing two leads."""
     manifests = tmp_path / "manifests"
     manifests.mkdir()
     for source in Path(DEMO_MANIFESTS).glob("*.yaml"):
@@ -44,7 +41,15 @@ def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, Path]:
             text = text.replace(old, "approvers: {roles: [billing-lead], count: 2}")
             text = text.split("\ntests:\n")[0] + "\n"
         (manifests / source.name).write_text(text)
-    return f"sqlite+aiosqlite:///{tmp_path / 'signoff.db'}", manifests
+    return manifests
+
+
+@pytest.fixture
+def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, Path]:
+    """A database and the demo manifests, with the reminder needing two leads."""
+    monkeypatch.setenv("SIGNOFF_DEMO_INVOICES_DB", str(tmp_path / "invoices.db"))
+    ensure_seeded("acme")
+    return f"sqlite+aiosqlite:///{tmp_path / 'signoff.db'}", two_lead_manifests(tmp_path)
 
 
 def _with(database: str, manifests: Path, work: Callable[[Application], Awaitable[T]]) -> T:

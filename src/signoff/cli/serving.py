@@ -48,6 +48,7 @@ from signoff.surfaces.mcp.tasks import task_secret_from_env
 from signoff.surfaces.ops import Health, ops_routes
 from signoff.surfaces.ops.metrics import MetricsEndpoint
 from signoff.surfaces.web import WebConfig, WebConfigError, WebNotifications, build_web
+from signoff.surfaces.web.links import SharedLinkReceiver
 from signoff.surfaces.web.receipts import Receipts
 from signoff.surfaces.web.replay import Replaying
 
@@ -193,6 +194,12 @@ async def run_http(
     (``/healthz``, ``/readyz``, ``/metrics``, ``/``); served until SIGTERM or Ctrl-C, then shut
     down gracefully. ``signoff demo`` serves exactly this, on ``sockets`` it bound first."""
     verifier = auth.verifier if isinstance(auth, BearerAuth) else None
+    try:
+        shared = notifications.check_receivers(application.runtime)
+    except SharedLinkReceiver as exc:
+        misconfigured(str(exc), exc.code)
+    for problem in shared:
+        logger.warning("SIGNOFF_SHARED_LINK_RECEIVER=allow: %s", problem)
     notifications.use_links(application.runtime, application.store.links)
     history = history_of(application.store)
     replaying = Replaying(application.registry, history) if history is not None else None

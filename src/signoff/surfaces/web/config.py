@@ -14,6 +14,8 @@ Environment (``WebConfig.from_env``)::
     SIGNOFF_OIDC_*            single sign-on for the inbox (see ``signoff.surfaces.web.sso``).
     SIGNOFF_APPROVERS         approvers who get one-time decision links in notifications (JSON).
     SIGNOFF_LINK_TTL_MINUTES  how long a decision link stays valid (default 15).
+    SIGNOFF_SHARED_LINK_RECEIVER  ``allow``: let several approvers' links of an action needing two
+                              or more approvals reach one receiver (refused at start otherwise).
     SIGNOFF_SECURE_COOKIES    ``1``: mark cookies Secure even on plain HTTP (behind a TLS proxy).
     SIGNOFF_SCOPE_PROPOSE / SIGNOFF_SCOPE_APPROVE   scope names (``signoff.surfaces.access.scopes``).
 """
@@ -82,11 +84,28 @@ class WebConfig:
     oidc: OidcConfig | None = None
     link_ttl: timedelta = timedelta(minutes=15)
     approvers: Mapping[str, DirectoryEntry] = field(default_factory=dict)
+    link_secret: str | None = field(default=None, repr=False)
+    """Signs the personal link deliveries to approvers' own webhooks (SIGNOFF_WEBHOOK_SECRET)."""
+    shared_link_receiver: bool = False
+    """SIGNOFF_SHARED_LINK_RECEIVER=allow: several approvers' links of an action needing two or
+    more approvals may reach one receiver (refused at start otherwise)."""
 
     def __post_init__(self) -> None:
         _check_secret(self.session_secret, "SIGNOFF_SESSION_SECRET")
         if self.callback_secret is not None:
             _check_secret(self.callback_secret, "SIGNOFF_CALLBACK_SECRET")
+        if any(e.webhook is not None for e in self.approvers.values()):
+            if self.link_secret is None:
+                raise WebConfigError(
+                    "an approver's own webhook (SIGNOFF_APPROVERS) needs SIGNOFF_WEBHOOK_SECRET "
+                    "to sign its deliveries"
+                )
+            _check_secret(self.link_secret, "SIGNOFF_WEBHOOK_SECRET")
+        if any(e.slack is not None for e in self.approvers.values()) and self.slack is None:
+            raise WebConfigError(
+                "an approver's Slack channel (SIGNOFF_APPROVERS) needs Slack configured "
+                "(SIGNOFF_SLACK_BOT_TOKEN, ...)"
+            )
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], *, public_url: str) -> WebConfig:
@@ -117,9 +136,17 @@ class WebConfig:
             oidc=OidcConfig.from_env(env),
             link_ttl=timedelta(minutes=int(ttl_minutes)),
             approvers=parse_directory(env.get("SIGNOFF_APPROVERS") or "{}"),
+            link_secret=webhook_secret,
+            shared_link_receiver=_shared_allowed(env.get("SIGNOFF_SHARED_LINK_RECEIVER") or ""),
             secure_cookies=env.get("SIGNOFF_SECURE_COOKIES", "") in ("1", "true", "yes"),
             scopes=Scopes.from_env(env),
         )
+
+
+def _shared_allowed(text: str) -> bool:
+    if text not in ("", "refuse", "allow"):
+        raise WebConfigError("SIGNOFF_SHARED_LINK_RECEIVER must be refuse (the default) or allow")
+    return text == "allow"
 
 
 def _check_secret(secret: str, name: str) -> None:

@@ -24,7 +24,7 @@ import hashlib
 import json
 import re
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -41,11 +41,13 @@ from signoff.core.codes import Code
 from signoff.core.decisions import still_needed
 from signoff.core.identity import Channel, Principal
 from signoff.core.ports import ApprovalLink, LinkStore
+from signoff.core.registry import CompiledAction
 from signoff.core.run import ActionRun, ApprovalVote, RunStatus
 from signoff.core.runtime import Runtime
 from signoff.core.statuses import shown_status
 from signoff.surfaces.web.config import WebConfigError
 from signoff.surfaces.web.http import read_form
+from signoff.surfaces.web.session import Sessions
 from signoff.surfaces.web.views import (
     action_facts,
     amendment_views,
@@ -67,7 +69,13 @@ LINK_INVALID = "LINK_INVALID"
 LINK_USED = "LINK_USED"
 LINK_EXPIRED = "LINK_EXPIRED"
 LINK_STALE = "LINK_STALE"
+LINK_SIGN_IN_REQUIRED = "LINK_SIGN_IN_REQUIRED"
+LINK_WRONG_APPROVER = "LINK_WRONG_APPROVER"
 LINK_CODES = {
+    LINK_SIGN_IN_REQUIRED: "Single sign-on is required: sign in as the approver this link was "
+    "sent to, then press the button again.",
+    LINK_WRONG_APPROVER: "You are signed in as someone else than the approver this link was sent "
+    "to; a link decides only for its own approver.",
     LINK_INVALID: "This link is not valid: it was mistyped, altered or never issued.",
     LINK_USED: "This link was already used; a link decides once.",
     LINK_EXPIRED: "This link has expired; open the run in the inbox or wait for a fresh link.",
@@ -78,15 +86,88 @@ LINK_CODES = {
 
 @dataclass(frozen=True, slots=True)
 class DirectoryEntry:
-    """An approver who receives decision links: who they are, where, with which roles."""
+    """An approver who receives decision links: who they are, where, with which roles.
+
+    ``webhook`` / ``slack``: the approver's own channel — a personal webhook URL their link is
+    POSTed to alone, or a Slack user id it is sent to as a direct message. Without either, the
+    link travels in the shared notification (``links.approvers``)."""
 
     approver_id: str
     tenant_id: str
     roles: tuple[str, ...]
+    webhook: str | None = None
+    slack: str | None = None
+
+    @property
+    def personal(self) -> bool:
+        return self.webhook is not None or self.slack is not None
+
+
+SHARED_LINK_RECEIVER = "SHARED_LINK_RECEIVER"
+"""Start refused: several approvers' links of an action needing two or more approvals would reach
+one receiver (one reader could fill every seat)."""
+
+
+class SharedLinkReceiver(WebConfigError):
+    code = SHARED_LINK_RECEIVER
+
+
+def receivers(
+    entry: DirectoryEntry, action_id: str, shared: Callable[[str], str | None]
+) -> set[tuple[str, str]]:
+    """Where ``entry``'s links for ``action_id`` go: its own channels, else the shared webhook."""
+    found: set[tuple[str, str]] = set()
+    if entry.webhook is not None:
+        found.add(("webhook", entry.webhook))
+    if entry.slack is not None:
+        found.add(("slack", entry.slack))
+    if not found:
+        url = shared(action_id)
+        if url is not None:
+            found.add(("webhook", url))
+    return found
+
+
+def check_receivers(
+    actions: Sequence[CompiledAction],
+    directory: Mapping[str, DirectoryEntry],
+    shared: Callable[[str], str | None],
+    *,
+    allowed: bool,
+) -> list[str]:
+    """Refuse (``SharedLinkReceiver``) a directory that sends several approvers' personal links
+    for an action needing two or more approvals to one receiver, unless ``allowed``
+    (``SIGNOFF_SHARED_LINK_RECEIVER=allow``); returns what was allowed, to log."""
+    problems: list[str] = []
+    for action in actions:
+        spec = action.definition.approval
+        most = max([spec.count, *(tier.count for tier in spec.escalate)])
+        if most < 2:
+            continue
+        seats: dict[tuple[str, str, str], set[str]] = {}
+        for entry in directory.values():
+            if not set(entry.roles) & set(spec.approver_roles):
+                continue
+            for kind, where in receivers(entry, action.definition.id, shared):
+                seats.setdefault((entry.tenant_id, kind, where), set()).add(entry.approver_id)
+        for (tenant, kind, _where), who in sorted(seats.items()):
+            if len(who) >= 2:
+                problems.append(
+                    f"{action.definition.id} needs up to {most} approvals, but the links of "
+                    f"{', '.join(sorted(who))} (tenant {tenant}) go to one {kind} receiver"
+                )
+    if problems and not allowed:
+        raise SharedLinkReceiver(
+            "; ".join(problems) + ": give each approver their own channel in SIGNOFF_APPROVERS "
+            '("webhook": URL or "slack": USER_ID), or set SIGNOFF_SHARED_LINK_RECEIVER=allow'
+        )
+    return problems
 
 
 def parse_directory(text: str) -> dict[str, DirectoryEntry]:
-    """``SIGNOFF_APPROVERS``: ``{"fin-lead": {"tenant": "acme", "roles": ["billing-lead"]}}``."""
+    """``SIGNOFF_APPROVERS``: ``{"fin-lead": {"tenant": "acme", "roles": ["billing-lead"],
+    "webhook": "https://hooks.example/fin-lead"}}`` (``webhook`` or ``slack``: optional, the
+    approver's own channel)."""
     try:
         raw = json.loads(text)
     except ValueError as exc:
@@ -107,7 +188,26 @@ def parse_directory(text: str) -> dict[str, DirectoryEntry]:
             raise WebConfigError(
                 f"SIGNOFF_APPROVERS[{approver_id!r}] needs tenant and roles (a list of strings)"
             )
-        entries[approver_id] = DirectoryEntry(approver_id, tenant, tuple(roles))
+        webhook = entry.get("webhook")
+        slack = entry.get("slack")
+        if webhook is not None and (
+            not isinstance(webhook, str) or not webhook.startswith(("http://", "https://"))
+        ):
+            raise WebConfigError(
+                f"SIGNOFF_APPROVERS[{approver_id!r}].webhook must be an http(s) URL"
+            )
+        if slack is not None and (not isinstance(slack, str) or not slack.isalnum()):
+            raise WebConfigError(
+                f"SIGNOFF_APPROVERS[{approver_id!r}].slack must be a Slack user id"
+            )
+        unknown = set(entry) - {"tenant", "roles", "webhook", "slack"}
+        if unknown:
+            raise WebConfigError(
+                f"SIGNOFF_APPROVERS[{approver_id!r}] has unknown fields: {', '.join(sorted(unknown))}"
+            )
+        entries[approver_id] = DirectoryEntry(
+            approver_id, tenant, tuple(roles), webhook=webhook, slack=slack
+        )
     return entries
 
 
@@ -148,6 +248,10 @@ class DecisionLinks:
         self.public_url = public_url.rstrip("/")
         self.ttl = ttl
         self.directory = dict(directory or {})
+        # With single sign-on configured, redeeming a link also needs the inbox session of the
+        # link's own approver (``build_routes`` sets both).
+        self.sessions: Sessions | None = None
+        self.require_sign_in = False
 
     def routes(self) -> list[BaseRoute]:
         return [
@@ -182,12 +286,16 @@ class DecisionLinks:
         )
         return token
 
-    async def links_for(self, run: ActionRun) -> list[dict[str, Any]]:
-        """Links for every directory approver who could decide ``run`` now (none once decided)."""
+    async def links_for(self, run: ActionRun, *, personal: bool = False) -> list[dict[str, Any]]:
+        """Links for every directory approver who could decide ``run`` now (none once decided):
+        those without a channel of their own (the shared notification carries them), or with
+        ``personal`` those with one (each goes to that approver alone, ``entry`` included)."""
         if run.status is not RunStatus.WAITING_APPROVAL:
             return []
         links: list[dict[str, Any]] = []
         for entry in self.directory.values():
+            if entry.personal is not personal:
+                continue
             who = Principal(id=entry.approver_id, roles=entry.roles)
             if entry.tenant_id != run.tenant_id or approver_refusal(run, who) is not None:
                 continue
@@ -196,6 +304,7 @@ class DecisionLinks:
                     "approver_id": entry.approver_id,
                     "url": await self.issue(run, entry),
                     "expires_in_seconds": int(self.ttl.total_seconds()),
+                    **({"entry": entry} if personal else {}),
                 }
             )
         return links
@@ -236,12 +345,16 @@ class DecisionLinks:
         checked = await self._check(request.path_params["token"])
         if not isinstance(checked, _Checked):
             return self._refused(*checked)
+        who = self._signed_in_refusal(request, checked.link)
         return self._page(
             "link.html",
             run=self._view(checked.run),
             approver=checked.approver,
             expires_in=relative(checked.link.expires_at, now(self.runtime)),
             token=request.path_params["token"],
+            sign_in=None
+            if who is None
+            else {"code": who[0], "text": LINK_CODES[who[0]], "next": request.url.path},
         )
 
     async def decide(self, request: Request) -> Response:
@@ -259,6 +372,9 @@ class DecisionLinks:
         checked = await self._check(token, stale_ok=True)
         if not isinstance(checked, _Checked):
             return self._refused(*checked)
+        who = self._signed_in_refusal(request, checked.link)
+        if who is not None:
+            return self._refused(*who)
         shown = _version((form or {}).get("version"))
         if not await self.store.redeem(checked.link.token_hash, now(self.runtime)):
             return self._refused(LINK_USED, 410)  # a concurrent redeemer won
@@ -314,6 +430,19 @@ class DecisionLinks:
                 "current": run.version,
             },
         )
+
+    def _signed_in_refusal(self, request: Request, link: ApprovalLink) -> tuple[str, int] | None:
+        """With single sign-on: the request must carry the session of the link's own approver
+        (same id, same tenant); otherwise why not."""
+        if not self.require_sign_in:
+            return None
+        session = self.sessions.read(request) if self.sessions is not None else None
+        caller = session.caller if session is not None else None
+        if caller is None:
+            return LINK_SIGN_IN_REQUIRED, 401
+        if caller.principal.id != link.approver_id or caller.tenant_id != link.tenant_id:
+            return LINK_WRONG_APPROVER, 403
+        return None
 
     # ----------------------------------------------------------------- helpers
     def _view(self, run: ActionRun) -> dict[str, Any]:

@@ -58,6 +58,9 @@ def build_routes(
         routes += slack.routes()
     if links is not None:
         routes += links.routes()
+        # With single sign-on, a link decides only for its approver signed in (fail closed: no
+        # sessions, no redemption).
+        links.require_sign_in = config.oidc is not None
     if verifier is not None:
         auth = Authenticator(verifier, config.scopes)
         sessions = Sessions(
@@ -65,6 +68,8 @@ def build_routes(
             int(config.session_ttl.total_seconds()),
             secure=config.secure_cookies,
         )
+        if links is not None:
+            links.sessions = sessions
         routes += ApprovalsApi(runtime, auth, receipts).routes()
         if replaying is not None:
             routes += ReplayApi(auth, replaying).routes()
@@ -105,9 +110,11 @@ class WebNotifications:
         *,
         slack_client: Callable[[], httpx.AsyncClient] | None = None,
         links: LinkStore | None = None,
+        personal_client: Callable[[], httpx.AsyncClient] | None = None,
     ) -> None:
         self.config = config
         self.slack_client = slack_client
+        self.personal_client = personal_client
         self.link_store = links
         self.notifier: Notifier | None = None
         self.slack: SlackInteractions | None = None
@@ -126,6 +133,7 @@ class WebNotifications:
         if self.link_store is not None:
             self.links = decision_links_for(runtime, config, self.link_store)
         notifiers: list[Notifier] = []
+        slack_api: Any | None = None
         if config.webhook is not None:
             self.webhook = WebhookNotifier(
                 runtime, config.webhook, public_url=config.public_url, links=self.links
@@ -136,11 +144,38 @@ class WebNotifications:
             from signoff.surfaces.web.slack.messages import SlackApi, SlackNotifier
 
             api = SlackApi(config.slack, client=self.slack_client)
+            slack_api = api
             slack_notifier = SlackNotifier(runtime, api, public_url=config.public_url)
             notifiers.append(slack_notifier)
             self.slack = SlackInteractions(runtime, config.slack, api, slack_notifier)
+        if any(entry.personal for entry in config.approvers.values()):
+            from signoff.surfaces.web.personal import PersonalLinks
+
+            notifiers.append(
+                PersonalLinks(
+                    runtime,
+                    lambda: self.links,
+                    secret=config.link_secret,
+                    slack=slack_api,
+                    client=self.personal_client,
+                )
+            )
         self.notifier = combined(notifiers)
         return self.notifier
+
+    def check_receivers(self, runtime: Runtime) -> list[str]:
+        """At start: refuse a directory whose approvers' links for an action needing two or more
+        approvals would share a receiver (``SHARED_LINK_RECEIVER``), unless allowed; returns
+        what was allowed (to log)."""
+        from signoff.surfaces.web.links import check_receivers
+
+        webhook = self.config.webhook
+        return check_receivers(
+            runtime.actions(),
+            self.config.approvers,
+            webhook.url_for if webhook is not None else (lambda _action: None),
+            allowed=self.config.shared_link_receiver,
+        )
 
 
 def build_web(

@@ -15,6 +15,10 @@ is broken):
   limit's usage never passes its max, and what the bank applied never passes the usage;
 - ``what_ran_was_approved``: every executor call carried the input that will run of its run, and
   a call that needed approval ran only on a standing quorum whose digests all equal the call;
+- ``what_ran_was_confirmed``: a payment above the confirmation line ran only on its requester's
+  accepted confirmation (channel ``elicitation``) of exactly what ran, and a run whose requester
+  declined is refused with ``CONFIRMATION_DECLINED`` and never runs (treating a decline as an
+  accept in ``confirmation.py`` makes it fail);
 - ``one_effect_per_operation``: the bank applied each operation once, every call of one
   operation id carried the same input for the same original run, and no run applied two;
 - ``the_trail_verifies``: ``audit verify`` of the tenant finds nothing;
@@ -207,6 +211,8 @@ class CrossFeatureMachine(RuleBasedStateMachine):
         self.run_ids: list[str] = []
         self.outcomes: list[ActionOutcome] = []
         self.keys = 0
+        self.declined: set[str] = set()
+        """Runs whose requester declined (or cancelled) the confirmation they were asked."""
         signer = Ed25519PrivateKey.generate()
         self.ring = KeyRing(
             {"model": AuditKey("model", ED25519, private=signer, public=signer.public_key())},
@@ -306,7 +312,11 @@ class CrossFeatureMachine(RuleBasedStateMachine):
         key = f"k{self.keys}"
         data = {"invoice_id": f"INV-{self.keys}", "amount": amount, "mode": mode}
         paying = proposal(data, key, agent, self.tenant, "invoice.pay")
-        self._saw(self._run(self.runtime.propose(paying, Human(answer))))
+        outcome = self._run(self.runtime.propose(paying, Human(answer)))
+        asked = amount > CONFIRM_ABOVE and answer not in (None, ConfirmationAnswer.ACCEPT)
+        if asked and outcome.run_id:
+            self.declined.add(outcome.run_id)
+        self._saw(outcome)
 
     @rule(data=st.data(), accept=st.booleans(), stranger=st.booleans())
     def the_requester_answers_later(
@@ -327,6 +337,8 @@ class CrossFeatureMachine(RuleBasedStateMachine):
         if stranger:
             assert outcome.code == Code.ACTION_RUN_NOT_FOUND
             return
+        if not accept:
+            self.declined.add(run.run_id)
         self._saw(outcome)
 
     @rule(agent=st.sampled_from(AGENTS), mode=st.sampled_from(["ok", "ok", "boom"]))
@@ -539,9 +551,15 @@ class CrossFeatureMachine(RuleBasedStateMachine):
         """Every payment above the confirmation line ran only on its requester's own accepted
         confirmation of exactly what ran (a repair: its original's)."""
         runs = {r.run_id: r for r in self._stored()}
+        for run_id in self.declined:
+            said_no = runs[run_id]
+            if said_no.approval is not None and said_no.approval.confirmation is not None:
+                assert said_no.result is not None, said_no  # asked, declined: refused at once
+                assert said_no.result.code == Code.CONFIRMATION_DECLINED, said_no
         for run_id, _, sent in self.bank.calls:
             run = runs[run_id]
             original = runs.get(run.repair_of, run) if run.repair_of else run
+            assert original.run_id not in self.declined, original  # the human said no
             if run.action_id != "invoice.pay" or float(sent["amount"]) <= CONFIRM_ABOVE:
                 continue
             state = original.approval

@@ -406,6 +406,34 @@ class CrossFeatureMachine(RuleBasedStateMachine):
         event(f"approval {result.code}")
         self._saw(result.outcome)
 
+    @rule(data=st.data(), approver=st.sampled_from(LEADS), amount=st.sampled_from([500, 9500]))
+    def an_approver_amends_what_they_see(
+        self, data: st.DataObject, approver: Principal, amount: int
+    ) -> None:
+        """An amendment that fits the limits, on a fresh view: drawn on its own so that amended
+        runs are stored, approved and executed often enough for the invariants to judge them."""
+        waiting = [
+            r
+            for r in self._where(RunStatus.WAITING_APPROVAL)
+            if r.action_id == "invoice.pay" and r.repair_of is None
+        ]
+        if not waiting:
+            return
+        run = data.draw(st.sampled_from(waiting))
+        request = DecisionRequest(
+            approver=approver,
+            vote=ApprovalVote.APPROVE,
+            expected_version=run.version,
+            amendments={"amount": amount},
+        )
+        result = self._run(self.runtime.decide(run.run_id, self.tenant, request))
+        event(f"amendment {result.code}")
+        self._saw(result.outcome)
+        if result.accepted:
+            stored = self._run(self.runtime.get_run(run.run_id, self.tenant))
+            assert stored is not None and substance.will_run(stored)["amount"] == amount
+            event("an amended run is stored")
+
     @rule(data=st.data())
     def a_second_approver_confirms_a_repair(self, data: st.DataObject) -> None:
         """A re-dispatch waits for the action's second approver: drawn on its own so that

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 import typer
 
 from signoff.cli import remote
-from signoff.cli.intent import exit_unless_intended
+from signoff.cli.approval_views import RUN_CHANGED as RUN_CHANGED
+from signoff.cli.approval_views import pending_table, print_decision, run_table
 from signoff.cli.options import (
     DEFAULT_DATABASE_URL,
     DEFAULT_MANIFESTS,
@@ -36,19 +37,12 @@ from signoff.cli.remote import ServerOption, TokenOption
 from signoff.cli.run_ids import resolve_run_id
 
 if TYPE_CHECKING:
-    from rich.table import Table
-
     from signoff.app import Application
     from signoff.core.approvals import DecisionResult
-    from signoff.core.results import ActionOutcome
-    from signoff.core.run import ActionRun
     from signoff.surfaces.access.caller import Caller
 
 T = TypeVar("T")
 
-RUN_CHANGED = 4
-"""Exit status of a decision on a version the run has moved on from (``APPROVAL_RUN_CHANGED``):
-nothing was recorded; the fresh view was printed."""
 
 TenantOption = Annotated[str, typer.Option("--tenant", help="The tenant whose runs to act on.")]
 LocalTenantOption = Annotated[
@@ -119,164 +113,6 @@ def _caller(name: str | None, tenant: str, roles: str) -> Caller:
         fail(str(exc).replace("--principal or SIGNOFF_PRINCIPAL", "--as"), Code.UNAUTHENTICATED)
 
 
-def _pending_table(application: Application, runs: list[ActionRun]) -> Table:
-    from rich.markup import escape
-    from rich.table import Table
-
-    from signoff.core.short_ids import SHORT_CHARS, short_id
-    from signoff.surfaces.web.views import input_fields, relative
-
-    now = application.runtime.now()
-    table = Table(title=f"{len(runs)} run{'s' * (len(runs) != 1)} waiting for approval")
-    # An id is copied and pasted: the short one, never wrapped, whatever the terminal width.
-    table.add_column("run", no_wrap=True, min_width=SHORT_CHARS)
-    for column in (
-        "action",
-        "proposed by",
-        "resource",
-        "risk",
-        "input",
-        "age",
-        "expires",
-        "approvals",
-    ):
-        table.add_column(column, overflow="fold")
-    for r in runs:
-        action = application.runtime.action(r.action_id)
-        state = r.approval
-        cells = (
-            short_id(r.run_id),
-            r.action_id,
-            f"{r.proposer_type} {r.principal.id}",
-            r.resource or "",
-            str(action.definition.risk) if action is not None else "?",
-            "\n".join(f"{f.name}: {f.value}" for f in input_fields(application.runtime, r))
-            + ("\n(amended)" if r.amendments else ""),
-            relative(r.created_at, now),
-            relative(state.expires_at, now) if state is not None else "",
-            _progress(r),
-        )
-        table.add_row(*(escape(cell) for cell in cells))
-    return table
-
-
-def _progress(r: ActionRun) -> str:
-    from signoff.core import substance
-    from signoff.core.decisions import still_needed
-
-    state = r.approval
-    if state is None:
-        return ""
-    received = len(substance.standing_approvers(r))
-    left = still_needed(r)
-    more = f", {left} more needed" if left else ""
-    return f"{received}/{state.count} ({', '.join(state.approver_roles)}){more}"
-
-
-def _run_table(application: Application, r: ActionRun) -> Table:
-    from rich.markup import escape
-    from rich.table import Table
-
-    from signoff.core.statuses import shown_status
-    from signoff.surfaces.web.views import amendment_views, input_fields, relative
-
-    now = application.runtime.now()
-    action = application.runtime.action(r.action_id)
-    state = r.approval
-    table = Table(title=f"run {r.run_id}", show_header=False)
-    table.add_column("field", style="bold")
-    table.add_column("value", overflow="fold")
-    rows = {
-        "action": r.action_id + (f" — {action.definition.title}" if action else ""),
-        "risk": str(action.definition.risk) if action is not None else "?",
-        "status": shown_status(r.status),
-        "version": str(r.version),
-        "proposed by": f"{r.proposer_type} {r.principal.id} [{', '.join(r.principal.roles)}] "
-        f"via {r.channel}",
-        "resource": r.resource or "",
-        "will run" if r.amendments else "input": "\n".join(
-            f"{f.name}: {f.value}" for f in input_fields(application.runtime, r)
-        ),
-        "proposed": f"{r.created_at.isoformat(timespec='seconds')} ({relative(r.created_at, now)})",
-    }
-    for index, a in enumerate(amendment_views(application.runtime, r), 1):
-        rows[f"amendment {index}"] = (
-            f"{a.approver_id} at {a.at.isoformat(timespec='seconds')} (version {a.version}): "
-            f"{a.summary}"
-        )
-    if state is not None:
-        rows["approvals"] = _progress(r)
-        if state.expires_at is not None:
-            rows["expires"] = (
-                f"{state.expires_at.isoformat(timespec='seconds')} "
-                f"({relative(state.expires_at, now)})"
-            )
-        for index, d in enumerate(state.decisions, 1):
-            via = f" ({d.via})" if d.via else ""
-            rows[f"decision {index}"] = (
-                f"{d.approver_id} {d.decision}d via {d.channel}{via} at "
-                f"{d.at.isoformat(timespec='seconds')}: {d.reason}"
-            )
-    if r.result is not None:
-        rows["result"] = f"{r.result.status} {r.result.code}: {r.result.message}"
-    for name, value in rows.items():
-        table.add_row(name, escape(value))
-    return table
-
-
-def _print_decision(
-    result: DecisionResult, verb: str, as_json: bool, current_version: int | None = None
-) -> None:
-    from signoff.core.codes import Code
-    from signoff.surfaces.web.views import describe
-
-    outcome = result.outcome
-    if as_json:
-        typer.echo(
-            json.dumps(
-                {
-                    "code": result.code,
-                    "accepted": result.accepted,
-                    "outcome": outcome.model_dump(mode="json") if outcome else None,
-                    **({"current_version": current_version} if current_version is not None else {}),
-                }
-            )
-        )
-    if result.code == Code.APPROVAL_RUN_CHANGED:
-        fail(
-            f"decision not recorded: {describe(result.code)} (the run is now at version "
-            f"{current_version if current_version is not None else '?'}; decide again on it)",
-            result.code,
-            RUN_CHANGED,
-        )
-    if not result.accepted:
-        fail(f"decision not recorded: {describe(result.code)}", result.code)
-    if not as_json and outcome is not None and result.code == Code.APPROVAL_AWAITING_DISPATCH:
-        typer.echo(
-            f"decision recorded [{result.code}]; run {outcome.run_id} resumes in the serving "
-            f"signoff; follow it with `signoff runs show {outcome.run_id}`."
-        )
-    elif not as_json and outcome is not None:
-        typer.echo(
-            f"decision recorded [{result.code}]; run {outcome.run_id} is now {outcome.status} "
-            f"[{outcome.code}] {_for_operator(outcome)}".rstrip()
-        )
-    if outcome is not None:
-        exit_unless_intended(verb, outcome.run_id, str(outcome.status), outcome.code)
-
-
-def _for_operator(outcome: ActionOutcome) -> str:
-    """The outcome's message, except where it tells an agent which tool to call next."""
-    from signoff.core.codes import ExecutionStatus
-
-    if outcome.status in (ExecutionStatus.ACCEPTED,):
-        return (
-            "The action runs in the background; follow it with "
-            f"`signoff runs show {outcome.run_id}`."
-        )
-    return outcome.message
-
-
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the top-level app."""
     approvals = typer.Typer(
@@ -285,7 +121,12 @@ def register(app: typer.Typer) -> None:
         no_args_is_help=True,
     )
     app.add_typer(approvals, name="approvals")
+    _add_list(approvals)
+    _add_show(approvals)
+    _add_decisions(approvals)
 
+
+def _add_list(approvals: typer.Typer) -> None:
     @approvals.command("list")
     def list_pending(
         tenant: LocalTenantOption = None,
@@ -312,17 +153,20 @@ def register(app: typer.Typer) -> None:
         async def work(application: Application) -> None:
             from rich.console import Console
 
-            from signoff.surfaces.web.views import pending_for, run_json
+            from signoff.surfaces.web.run_json import run_json
+            from signoff.surfaces.web.views import pending_for
 
             runs = await pending_for(application.runtime, tenant, caller, limit)
             if as_json:
                 views = [run_json(application.runtime, r, caller) for r in runs]
                 typer.echo(json.dumps({"approvals": views}))
                 return
-            Console().print(_pending_table(application, runs))
+            Console().print(pending_table(application, runs))
 
         with_application(database, manifests, work)
 
+
+def _add_show(approvals: typer.Typer) -> None:
     @approvals.command("show")
     def show(
         run_id: RunIdArgument,
@@ -344,7 +188,7 @@ def register(app: typer.Typer) -> None:
             from rich.console import Console
 
             from signoff.core.codes import Code
-            from signoff.surfaces.web.views import run_json
+            from signoff.surfaces.web.run_json import run_json
 
             full = await resolve_run_id(application.store, run_id, tenant)
             found = await application.runtime.get_run(full, tenant) if full else None
@@ -353,10 +197,12 @@ def register(app: typer.Typer) -> None:
             if as_json:
                 typer.echo(json.dumps(run_json(application.runtime, found, None)))
                 return
-            Console().print(_run_table(application, found))
+            Console().print(run_table(application, found))
 
         with_application(database, manifests, work)
 
+
+def _add_decisions(approvals: typer.Typer) -> None:
     def decide(verb: str) -> Callable[..., None]:
         def command(
             run_id: RunIdArgument,
@@ -403,7 +249,7 @@ def register(app: typer.Typer) -> None:
                     # No version given: what the operator decides on is the run as printed now.
                     version = shown.version
                     if not as_json:
-                        Console().print(_run_table(application, shown))
+                        Console().print(run_table(application, shown))
                 request = DecisionRequest(
                     approver=caller.principal,
                     vote=ApprovalVote.APPROVE if verb == "approve" else ApprovalVote.REJECT,
@@ -419,11 +265,11 @@ def register(app: typer.Typer) -> None:
                 if result.code == Code.APPROVAL_RUN_CHANGED and full:
                     fresh = await application.runtime.get_run(full, caller.tenant_id)
                     if fresh is not None and not as_json:
-                        Console().print(_run_table(application, fresh))
+                        Console().print(run_table(application, fresh))
                 return result, fresh.version if fresh is not None else None
 
             result, current = with_application(database, manifests, work)
-            _print_decision(result, verb, as_json, current)
+            print_decision(result, verb, as_json, current)
 
         command.__doc__ = (
             f"{verb.capitalize()} RUN_ID: with --server/--token through the server (which "

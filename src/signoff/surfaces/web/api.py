@@ -46,7 +46,8 @@ from signoff.surfaces.web.http import (
     unauthenticated,
 )
 from signoff.surfaces.web.receipts import Receipts, download_name, no_receipts
-from signoff.surfaces.web.views import describe, pending_page, run_json
+from signoff.surfaces.web.run_json import run_json
+from signoff.surfaces.web.views import describe, pending_page
 
 MAX_LIST = 500
 APPROVAL_VERSION_REQUIRED = "APPROVAL_VERSION_REQUIRED"

@@ -20,8 +20,8 @@ import httpx
 from signoff.core.run import ActionRun
 from signoff.core.runtime import Runtime
 from signoff.surfaces.web.links import DecisionLinks, DirectoryEntry
+from signoff.surfaces.web.run_json import run_json
 from signoff.surfaces.web.signing import SIGNATURE_HEADER, signature
-from signoff.surfaces.web.views import run_json
 from signoff.surfaces.web.webhook import DELIVERY_HEADER, EVENT_HEADER
 
 log = logging.getLogger("signoff.links")

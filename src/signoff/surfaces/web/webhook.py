@@ -24,8 +24,8 @@ from signoff.core.run import ActionRun
 from signoff.core.runtime import Runtime
 from signoff.surfaces.web.config import WebhookConfig
 from signoff.surfaces.web.links import DecisionLinks
+from signoff.surfaces.web.run_json import run_json
 from signoff.surfaces.web.signing import SIGNATURE_HEADER, signature
-from signoff.surfaces.web.views import run_json
 
 log = logging.getLogger("signoff.webhook")
 EVENT_HEADER = "X-Signoff-Event"

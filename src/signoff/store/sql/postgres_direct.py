@@ -33,7 +33,10 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
-import asyncpg
+try:
+    import asyncpg
+except ImportError:  # no postgres extra: engine.require names it before a PostgreSQL unit runs
+    asyncpg = None
 from sqlalchemy import exc
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -210,18 +213,21 @@ class DriverError(Exception):
 
 
 # SQLAlchemy's asyncpg dialect maps asyncpg's public exception classes so (most specific first).
-_KINDS: tuple[tuple[type[BaseException], type[exc.DBAPIError]], ...] = (
-    (asyncpg.exceptions.IntegrityConstraintViolationError, exc.IntegrityError),
-    (asyncpg.exceptions.SyntaxOrAccessError, exc.ProgrammingError),
-    (asyncpg.exceptions.InternalServerError, exc.InternalError),
-    (asyncpg.exceptions.InterfaceError, exc.InterfaceError),
-    (asyncpg.exceptions.InternalClientError, exc.InternalError),
-)
-_LOST = (
-    asyncpg.exceptions.PostgresConnectionError,
-    asyncpg.exceptions.ConnectionDoesNotExistError,
-    OSError,
-)
+_KINDS: tuple[tuple[type[BaseException], type[exc.DBAPIError]], ...] = ()
+_LOST: tuple[type[BaseException], ...] = (OSError,)
+if asyncpg is not None:
+    _KINDS = (
+        (asyncpg.exceptions.IntegrityConstraintViolationError, exc.IntegrityError),
+        (asyncpg.exceptions.SyntaxOrAccessError, exc.ProgrammingError),
+        (asyncpg.exceptions.InternalServerError, exc.InternalError),
+        (asyncpg.exceptions.InterfaceError, exc.InterfaceError),
+        (asyncpg.exceptions.InternalClientError, exc.InternalError),
+    )
+    _LOST = (
+        asyncpg.exceptions.PostgresConnectionError,
+        asyncpg.exceptions.ConnectionDoesNotExistError,
+        OSError,
+    )
 
 
 async def _translated(

@@ -37,7 +37,7 @@ class Executes(Protocol):
 
 
 class _Plan:
-    __slots__ = ("compiled", "keys", "order", "processors", "returns", "sql")
+    __slots__ = ("compiled", "fields", "keys", "order", "processors", "returns", "sql")
 
     def __init__(
         self, statement: UpdateBase, connection: Connection, keys: list[str], many: bool
@@ -55,8 +55,26 @@ class _Plan:
         returning = returned_columns(statement)
         self.returns = bool(returning)
         self.keys: tuple[str, ...] = tuple(str(c.key) for c in returning)
+        self.fields = _fields(compiled, self.order, self.processors, keys)
 
     def args(self, params: Mapping[str, Any] | None) -> tuple[Any, ...]:
+        fields = self.fields
+        if fields is None or not params:
+            return self._constructed(params)
+        out = []
+        for key, name, required, constant, processor in fields:
+            if key in params:
+                value = params[key]
+            elif name in params:
+                value = params[name]
+            elif required:
+                return self._constructed(params)  # raises SQLAlchemy's own error
+            else:
+                value = constant
+            out.append(processor(value) if processor is not None and value is not None else value)
+        return tuple(out)
+
+    def _constructed(self, params: Mapping[str, Any] | None) -> tuple[Any, ...]:
         """The positional arguments as SQLAlchemy builds them (``construct_params``)."""
         values = self.compiled.construct_params(params)
         return tuple(
@@ -65,6 +83,48 @@ class _Plan:
                 [values[name] for name in self.order], self.processors, strict=True
             )
         )
+
+
+Field = tuple[str, str, bool, Any, "Callable[[Any], Any] | None"]
+
+
+def _fields(
+    compiled: Any,
+    order: tuple[str, ...],
+    processors: tuple[Callable[[Any], Any] | None, ...],
+    keys: list[str],
+) -> tuple[Field, ...] | None:
+    """Where each positional argument comes from, worked out once from the compiled statement's
+    public attributes (``bind_names``, each bind's ``key``, ``value``, ``required``): a
+    parameter by the bind's key, else by its name, else the bind's own value. ``None`` (every
+    call then takes ``construct_params``) for what that does not describe - expanding,
+    post-compiled, callable, escaped or repeated binds - and for any plan whose arguments,
+    probed once with a distinct value per parameter name, differ from ``construct_params``'s."""
+    if compiled.post_compile_params or compiled.literal_execute_params:
+        return None
+    if compiled.escaped_bind_names:
+        return None
+    by_name: dict[str, Any] = {}
+    for bind, name in compiled.bind_names.items():
+        if bind.expanding or bind.callable or name in by_name:
+            return None
+        by_name[name] = bind
+    fields: list[Field] = []
+    for name, processor in zip(order, processors, strict=True):
+        bind = by_name.get(name)
+        if bind is None:
+            return None
+        fields.append((bind.key, name, bool(bind.required), bind.value, processor))
+    probe = {key: object() for key in keys}
+    try:
+        expected = compiled.construct_params(probe)
+    except exc.SQLAlchemyError:
+        return None
+    for key, name, _, constant, _ in fields:
+        got = probe.get(key, probe.get(name, constant))
+        if got is not expected[name] and got != expected[name]:
+            return None
+    return tuple(fields)
 
 
 def _sqlite_processor(kind: Any, dialect: Dialect) -> Callable[[Any], Any] | None:

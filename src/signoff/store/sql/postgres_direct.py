@@ -127,19 +127,22 @@ def plan_for(
 
 async def begin(conn: AsyncConnection) -> tuple[Any, Any]:
     """Open the unit's own transaction on ``conn``'s asyncpg connection; answers that
-    ``asyncpg.Connection`` and its ``Transaction``. SQLAlchemy's side of the connection is set to driver-level autocommit
-    first, so it begins nothing of its own; its statements run inside this transaction.
+    ``asyncpg.Connection`` and its ``Transaction``. SQLAlchemy's side of the connection is in
+    driver-level autocommit (the store's PostgreSQL engine is
+    ``execution_options(isolation_level="AUTOCOMMIT")``), so it begins nothing of its own; its
+    statements run inside this transaction.
 
     Cancelled (or failing) while ``BEGIN`` is in flight, what the server holds is unknown: the
     connection is invalidated, never sent back to the pool inside a transaction
     (tests/store/test_postgres_cancellation.py)."""
+    sync = conn.sync_connection
+    assert sync is not None
+    if not _autocommit(sync):
+        raise exc.InvalidRequestError("a PostgreSQL unit needs an AUTOCOMMIT connection")
     try:
-        await conn.execution_options(isolation_level="AUTOCOMMIT")
-        driver = await _driver(conn)
+        driver = _driver(conn)
         transaction = driver.transaction(isolation="read_committed")
         await transaction.start()
-        sync = conn.sync_connection
-        assert sync is not None
         sync.begin()  # SQLAlchemy's side (driver-level autocommit): sends nothing
     except Exception as error:
         raise await _translated(conn, "BEGIN", {}, error) from error
@@ -149,9 +152,16 @@ async def begin(conn: AsyncConnection) -> tuple[Any, Any]:
     return driver, transaction
 
 
-async def _driver(conn: AsyncConnection) -> Any:
-    raw = await conn.get_raw_connection()
-    return raw.driver_connection
+def _autocommit(sync: Any) -> bool:
+    return bool(sync.get_execution_options().get("isolation_level") == "AUTOCOMMIT")
+
+
+def _driver(conn: AsyncConnection) -> Any:
+    """The asyncpg connection: ``conn``'s pooled connection's documented ``driver_connection``
+    (what ``AsyncConnection.get_raw_connection()`` answers, without its greenlet hop)."""
+    sync = conn.sync_connection
+    assert sync is not None
+    return sync.connection.driver_connection
 
 
 async def execute(conn: AsyncConnection, driver: Any, plan: Plan, params: Mapping[str, Any]) -> Any:
@@ -239,7 +249,7 @@ async def _translated(
     driver: Any = None
     if not conn.invalidated:
         try:
-            driver = await _driver(conn)
+            driver = _driver(conn)
         except Exception:  # already unusable: treated as lost below
             driver = None
     lost = driver is None or driver.is_closed() or isinstance(error, _LOST)

@@ -48,6 +48,8 @@ class SqlStore:
         # PostgreSQL: chain heads as last committed here, per-tenant turns (postgres_heads.py).
         self._heads = ChainHeads() if self.dialect == "postgresql" else None
         self._pg_plans: PgPlans = {}  # PostgreSQL: statements compiled for asyncpg
+        # PostgreSQL units: connections in driver-level autocommit (postgres_direct.begin).
+        self._pg_engine = engine.execution_options(isolation_level="AUTOCOMMIT")
 
     @property
     def workers(self) -> SqlWorkerRegistry:
@@ -65,7 +67,7 @@ class SqlStore:
         unit: SqlUnit
         if self._heads is not None:
             unit = PostgresUnit(
-                self.engine, self._sql, self.decode_faults, self._heads, self._pg_plans
+                self._pg_engine, self._sql, self.decode_faults, self._heads, self._pg_plans
             )
         else:
             unit = SqlUnit(self.engine, self._sql, self.writer, self.decode_faults)

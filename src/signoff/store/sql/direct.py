@@ -55,7 +55,7 @@ class _Plan:
         returning = returned_columns(statement)
         self.returns = bool(returning)
         self.keys: tuple[str, ...] = tuple(str(c.key) for c in returning)
-        self.fields = _fields(compiled, self.order, self.processors, keys)
+        self.fields = fields_of(compiled, self.order, self.processors, keys)
 
     def args(self, params: Mapping[str, Any] | None) -> tuple[Any, ...]:
         fields = self.fields
@@ -88,13 +88,13 @@ class _Plan:
 Field = tuple[str, str, bool, Any, "Callable[[Any], Any] | None"]
 
 
-def _fields(
+def fields_of(
     compiled: Any,
     order: tuple[str, ...],
     processors: tuple[Callable[[Any], Any] | None, ...],
     keys: list[str],
 ) -> tuple[Field, ...] | None:
-    """Where each positional argument comes from, worked out once from the compiled statement's
+    """Where each positional argument comes from (both direct ways), worked out once from the compiled statement's
     public attributes (``bind_names``, each bind's ``key``, ``value``, ``required``): a
     parameter by the bind's key, else by its name, else the bind's own value. ``None`` (every
     call then takes ``construct_params``) for what that does not describe - expanding,

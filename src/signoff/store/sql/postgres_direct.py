@@ -48,6 +48,7 @@ from sqlalchemy.types import ARRAY
 from signoff.store.sql.direct import (
     Rows,
     bind_processor,
+    fields_of,
     plain_columns,
     remembered,
     returned_columns,
@@ -59,7 +60,7 @@ _COUNT = re.compile(r"(?:SELECT|UPDATE|DELETE|MERGE|INSERT \d+) (\d+)")
 class Plan:
     """One statement compiled for asyncpg, for one set of parameter names."""
 
-    __slots__ = ("compiled", "expands", "keys", "order", "processors", "sql")
+    __slots__ = ("compiled", "expands", "fields", "keys", "order", "processors", "sql")
 
     def __init__(self, statement: Executable, dialect: Dialect, keys: list[str]) -> None:
         compiled: Any = cast(Any, statement).compile(dialect=dialect, column_keys=keys)
@@ -71,9 +72,28 @@ class Plan:
             _processor(compiled.binds[name].type, dialect) for name in self.order
         )
         self.keys: tuple[str, ...] = tuple(str(c.key) for c in _returned(statement))
+        self.fields = fields_of(compiled, self.order, self.processors, keys)
 
     def args(self, params: Mapping[str, Any]) -> list[Any]:
-        """The positional arguments as SQLAlchemy builds them (``construct_params``)."""
+        """The positional arguments as SQLAlchemy's ``construct_params`` builds them, from
+        where each comes from (``direct.fields_of``, worked out once) when it is known."""
+        fields = self.fields
+        if fields is None or not params:
+            return self._constructed(params)
+        out = []
+        for key, name, required, constant, processor in fields:
+            if key in params:
+                value = params[key]
+            elif name in params:
+                value = params[name]
+            elif required:
+                return self._constructed(params)  # raises SQLAlchemy's own error
+            else:
+                value = constant
+            out.append(processor(value) if processor is not None and value is not None else value)
+        return out
+
+    def _constructed(self, params: Mapping[str, Any]) -> list[Any]:
         values = self.compiled.construct_params(params)
         return [
             processor(value) if processor is not None and value is not None else value
